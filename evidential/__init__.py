@@ -1,0 +1,63 @@
+"""EvidentialRAG's mathematical core: opinions, conflict-preserving fusion, routing and EDL losses.
+
+torch + stdlib only; no model I/O. The public API below is re-exported at the top level::
+
+    import evidential
+    op = evidential.opinions_from_evidence(evidence)          # Eqs 2-6
+    res = evidential.fuse(op, lam=0.6, rule="lambda")          # Eqs 7-14, 27
+    routes = evidential.route(res.uncertainty, 0.35, 0.65)     # Eq 15
+"""
+
+from .config import FusionConfig
+from .errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
+from .fusion import FUSION_RULES, FusionResult, MassState, combine, fuse, mean_pairwise_conflict, pairwise_conflict
+from .losses import (
+    EDLDigammaLoss,
+    EDLLogLoss,
+    EDLLoss,
+    EDLMSELoss,
+    annealing_coefficient,
+    edl_data_term,
+    edl_loss,
+    kl_dirichlet_uniform,
+)
+from .opinions import Opinion, opinions_from_evidence, validate_evidence
+from .registry import Registry
+from .routing import ABSTAIN, CONFLICT, DIRECT, ROUTES, ROUTING_POLICIES, Routing, route
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ABSTAIN",
+    "CONFLICT",
+    "DIRECT",
+    "FUSION_RULES",
+    "ROUTES",
+    "ROUTING_POLICIES",
+    "ConfigError",
+    "EDLDigammaLoss",
+    "EDLLogLoss",
+    "EDLLoss",
+    "EDLMSELoss",
+    "EvidentialError",
+    "FusionConfig",
+    "FusionResult",
+    "InvalidEvidenceError",
+    "MassState",
+    "Opinion",
+    "Registry",
+    "Routing",
+    "ShapeError",
+    "UnknownNameError",
+    "annealing_coefficient",
+    "combine",
+    "edl_data_term",
+    "edl_loss",
+    "fuse",
+    "kl_dirichlet_uniform",
+    "mean_pairwise_conflict",
+    "opinions_from_evidence",
+    "pairwise_conflict",
+    "route",
+    "validate_evidence",
+]

@@ -1,0 +1,18 @@
+"""EDL losses: pure tensor functions (:mod:`.functional`) and one ``nn.Module`` per form."""
+
+from .base import EDLLoss
+from .edl_digamma import EDLDigammaLoss
+from .edl_log import EDLLogLoss
+from .edl_mse import EDLMSELoss
+from .functional import annealing_coefficient, edl_data_term, edl_loss, kl_dirichlet_uniform
+
+__all__ = [
+    "EDLLoss",
+    "EDLDigammaLoss",
+    "EDLLogLoss",
+    "EDLMSELoss",
+    "annealing_coefficient",
+    "edl_data_term",
+    "edl_loss",
+    "kl_dirichlet_uniform",
+]

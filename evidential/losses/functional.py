@@ -1,0 +1,178 @@
+"""Evidential deep learning losses (Sensoy, Kaplan & Kandemir, NeurIPS 2018) as pure tensor functions.
+
+All functions take evidence ``e >= 0`` of shape ``[..., M]`` (one row per chunk), a target of the same
+shape and an optional bool ``claim_mask`` ``[..., M]`` for variable claim counts (padded claims contribute
+nothing: they are excluded from ``S``, from the sums and from the frame size of the regularizer).
+
+Targets may be one-hot, multi-hot (normalized to a distribution for the data terms) or all-zero: a chunk
+that supports nothing has no data term, only the KL regularizer, which pushes all of its evidence to zero.
+
+With ``α = e + 1`` and ``S = Σ_j α_j``:
+
+* MSE (Bayes risk of the squared error, Sensoy Eq 5): ``Σ_j (y_j − p_j)² + p_j(1 − p_j)/(S + 1)``, ``p = α/S``;
+* log (type-II maximum likelihood, Eq 3): ``Σ_j y_j (log S − log α_j)``;
+* digamma (Bayes risk of the cross-entropy, Eq 4): ``Σ_j y_j (ψ(S) − ψ(α_j))``;
+* regularizer ``KL(Dir(α̃) ‖ Dir(1))`` with ``α̃ = y + (1 − y) ⊙ α`` (the target's evidence removed),
+  weighted by the annealing coefficient ``min(1, step / annealing_steps)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import ShapeError
+
+__all__ = [
+    "EDL_DATA_TERMS",
+    "annealing_coefficient",
+    "edl_data_term",
+    "edl_loss",
+    "kl_dirichlet_uniform",
+]
+
+
+def _prepare(evidence: torch.Tensor, target: torch.Tensor, claim_mask: torch.Tensor | None):
+    if evidence.shape != target.shape:
+        raise ShapeError(f"evidence {tuple(evidence.shape)} and target {tuple(target.shape)} must have the same shape")
+    if claim_mask is None:
+        mask = torch.ones_like(evidence, dtype=torch.bool)
+    else:
+        mask = torch.as_tensor(claim_mask, device=evidence.device).bool().expand(evidence.shape)
+    fmask = mask.to(evidence.dtype)
+    y = target.to(evidence.dtype) * fmask
+    alpha = (evidence + 1) * fmask  # padded claims: α = 0, excluded from every sum
+    return mask, fmask, y, alpha
+
+
+def _normalized(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    total = y.sum(-1, keepdim=True)
+    has = total.squeeze(-1) > 0
+    return y / torch.where(total > 0, total, torch.ones_like(total)), has
+
+
+def _mse(alpha, fmask, y):
+    s = alpha.sum(-1, keepdim=True)
+    p = alpha / s.clamp_min(torch.finfo(alpha.dtype).tiny)
+    return (((y - p) ** 2 + p * (1 - p) / (s + 1)) * fmask).sum(-1)
+
+
+def _log(alpha, fmask, y):
+    s = alpha.sum(-1, keepdim=True)
+    safe = torch.where(fmask > 0, alpha, torch.ones_like(alpha))
+    return (y * (torch.log(s.clamp_min(1)) - torch.log(safe))).sum(-1)
+
+
+def _digamma(alpha, fmask, y):
+    s = alpha.sum(-1, keepdim=True)
+    safe = torch.where(fmask > 0, alpha, torch.ones_like(alpha))
+    return (y * (torch.digamma(s.clamp_min(1)) - torch.digamma(safe))).sum(-1)
+
+
+EDL_DATA_TERMS = {"mse": _mse, "log": _log, "digamma": _digamma}
+
+
+def edl_data_term(
+    evidence: torch.Tensor, target: torch.Tensor, kind: str = "mse", claim_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Data term of the EDL loss per row ``[...]``; zero for rows with an all-zero target.
+
+    Args:
+        evidence: Evidence ``[..., M]``, ``>= 0``.
+        target: One-hot, multi-hot (normalized to sum 1) or all-zero targets ``[..., M]``.
+        kind: ``"mse"``, ``"log"`` or ``"digamma"``.
+        claim_mask: Bool ``[..., M]`` of real claims.
+    """
+    try:
+        fn = EDL_DATA_TERMS[kind]
+    except KeyError:
+        raise ValueError(f"unknown EDL loss kind {kind!r}; choose one of {sorted(EDL_DATA_TERMS)}") from None
+    _, fmask, y, alpha = _prepare(evidence, target, claim_mask)
+    y, has = _normalized(y)
+    value = fn(alpha, fmask, y)
+    return torch.where(has, value, torch.zeros_like(value))
+
+
+def kl_dirichlet_uniform(
+    evidence: torch.Tensor, target: torch.Tensor | None = None, claim_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``KL(Dir(α̃) ‖ Dir(1))`` per row ``[...]`` with ``α̃ = y + (1 − y) ⊙ (e + 1)`` (Sensoy Eq 7).
+
+    ``y`` is the binarized target (positions with ``target > 0``); ``None`` or an all-zero row keeps every
+    claim's evidence in ``α̃``, so the term pulls all evidence to zero. Zero when ``e = 0``. Rows with no
+    real claim give zero.
+    """
+    if target is None:
+        target = torch.zeros_like(evidence)
+    mask, fmask, y, alpha = _prepare(evidence, target, claim_mask)
+    yb = (y > 0).to(alpha.dtype)
+    at = torch.where(mask, yb + (1 - yb) * alpha, torch.ones_like(alpha))  # padded: α̃ = 1 contributes 0 below
+    m = fmask.sum(-1)
+    s = (at * fmask).sum(-1)
+    live = m > 0
+    s_safe = torch.where(live, s, torch.ones_like(s))
+    m_safe = torch.where(live, m, torch.ones_like(m))
+    kl = (
+        torch.lgamma(s_safe)
+        - torch.lgamma(m_safe)
+        - (torch.lgamma(at) * fmask).sum(-1)
+        + ((at - 1) * (torch.digamma(at) - torch.digamma(s_safe).unsqueeze(-1)) * fmask).sum(-1)
+    )
+    return torch.where(live, kl, torch.zeros_like(kl))
+
+
+def annealing_coefficient(step: int | float, annealing_steps: int | float = 10) -> float:
+    """KL annealing ``min(1, step / annealing_steps)`` (Sensoy et al. use epochs with 10)."""
+    if annealing_steps <= 0:
+        return 1.0
+    return float(min(1.0, max(0.0, step / annealing_steps)))
+
+
+def edl_loss(
+    evidence: torch.Tensor,
+    target: torch.Tensor,
+    kind: str = "mse",
+    claim_mask: torch.Tensor | None = None,
+    *,
+    step: int | float | None = None,
+    annealing_steps: int | float = 10,
+    kl_weight: float = 1.0,
+    null_kl_weight: float = 1.0,
+    row_mask: torch.Tensor | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Full EDL loss: data term + annealed KL regularizer, masked over claims and rows.
+
+    Rows with a (multi-)hot target get ``data + kl_weight · anneal · KL``; rows with an all-zero target
+    (the chunk supports nothing) have no data term and get ``null_kl_weight · KL`` without annealing,
+    so their evidence is pushed to zero from the first step.
+
+    Args:
+        evidence: Evidence ``[..., M]``, ``>= 0``.
+        target: Targets ``[..., M]`` (one-hot, multi-hot or all-zero).
+        kind: Data term: ``"mse"``, ``"log"`` or ``"digamma"``.
+        claim_mask: Bool ``[..., M]`` of real claims.
+        step: Current step/epoch for annealing; ``None`` means fully annealed (coefficient 1).
+        annealing_steps: Steps until the KL coefficient reaches 1.
+        kl_weight: Weight of the regularizer on labelled rows.
+        null_kl_weight: Weight of the regularizer on all-zero-target rows.
+        row_mask: Bool ``[...]`` of real rows (padded chunks excluded from the loss and the mean).
+        reduction: ``"mean"`` over real rows, ``"sum"`` or ``"none"``.
+    """
+    data = edl_data_term(evidence, target, kind, claim_mask)
+    kl = kl_dirichlet_uniform(evidence, target, claim_mask)
+    coef = 1.0 if step is None else annealing_coefficient(step, annealing_steps)
+    labelled = _prepare(evidence, target, claim_mask)[2].sum(-1) > 0
+    per_row = torch.where(labelled, data + kl_weight * coef * kl, null_kl_weight * kl)
+    if row_mask is not None:
+        rm = torch.as_tensor(row_mask, device=per_row.device).bool().expand(per_row.shape)
+        per_row = torch.where(rm, per_row, torch.zeros_like(per_row))
+        count = rm.sum()
+    else:
+        count = torch.tensor(per_row.numel(), device=per_row.device)
+    if reduction == "none":
+        return per_row
+    if reduction == "sum":
+        return per_row.sum()
+    if reduction == "mean":
+        return per_row.sum() / count.clamp_min(1).to(per_row.dtype)
+    raise ValueError(f"unknown reduction {reduction!r}; choose 'mean', 'sum' or 'none'")

@@ -1,0 +1,116 @@
+"""Uncertainty-aware routing of generation (paper Eq 15 and the decomposed policy).
+
+Routes, by id: ``0 = "direct"`` (answer with the highest-mass claim, cite its supporting chunks),
+``1 = "conflict"`` (a conflict-aware answer: state the disagreement, list the competing claims with their
+sources), ``2 = "abstain"`` (decline and say what evidence is missing).
+
+Policies (registry :data:`ROUTING_POLICIES`):
+
+* ``"paper"`` (Eq 15): ``U < τ1`` → direct; ``τ1 ≤ U < τ2`` → conflict; ``U ≥ τ2`` → abstain.
+  A value exactly at τ1 routes to conflict, exactly at τ2 to abstain.
+* ``"decomposed"``: uses the split of ``U_global`` into ignorance ``I`` (no evidence) and conflict ``C``
+  (contradicting evidence), ``I + C = U``. ``U < τ1`` → direct, as in the paper. Otherwise, when the
+  conflict part dominates (``C ≥ I``) the sources *do* say things that disagree, so the answer explains
+  the conflict (conflict route) at any ``U``; when ignorance dominates (``I > C``) it follows Eq 15
+  (conflict below τ2, abstain at or above). So "no evidence" abstains while "contradicting evidence"
+  explains the conflict instead of refusing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .errors import ConfigError
+from .fusion import FusionResult
+from .registry import Registry
+
+__all__ = ["ROUTES", "DIRECT", "CONFLICT", "ABSTAIN", "ROUTING_POLICIES", "Routing", "route", "check_thresholds"]
+
+ROUTES: tuple[str, str, str] = ("direct", "conflict", "abstain")
+DIRECT, CONFLICT, ABSTAIN = 0, 1, 2
+
+RoutingPolicy = Callable[[torch.Tensor, float, float, "FusionResult | None"], torch.Tensor]
+ROUTING_POLICIES: Registry[RoutingPolicy] = Registry("routing policy")
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Route decisions: ``ids`` (long tensor, same shape as ``U``) and their names."""
+
+    ids: torch.Tensor
+    policy: str
+
+    @property
+    def names(self):
+        """Route names: a ``str`` for a single query, else nested lists matching ``ids``."""
+
+        def name(x):
+            return [name(v) for v in x] if isinstance(x, list) else ROUTES[x]
+
+        return name(self.ids.tolist())
+
+
+def check_thresholds(tau1: float, tau2: float) -> None:
+    """Raise :class:`ConfigError` unless ``0 <= τ1 < τ2 <= 1``."""
+    if not (0.0 <= tau1 < tau2 <= 1.0):
+        raise ConfigError(f"thresholds must satisfy 0 <= tau1 < tau2 <= 1; got tau1={tau1}, tau2={tau2}")
+
+
+@ROUTING_POLICIES.register("paper")
+def paper_policy(u: torch.Tensor, tau1: float, tau2: float, fusion: FusionResult | None) -> torch.Tensor:
+    """Eq 15: thresholds on ``U_global`` alone."""
+    ids = torch.full(u.shape, CONFLICT, dtype=torch.long, device=u.device)
+    ids = torch.where(u < tau1, torch.full_like(ids, DIRECT), ids)
+    return torch.where(u >= tau2, torch.full_like(ids, ABSTAIN), ids)
+
+
+@ROUTING_POLICIES.register("decomposed")
+def decomposed_policy(u: torch.Tensor, tau1: float, tau2: float, fusion: FusionResult | None) -> torch.Tensor:
+    """Direct below τ1; above, conflict when the conflict part dominates, else Eq 15."""
+    if fusion is None:
+        raise ConfigError(
+            "the 'decomposed' routing policy needs the ignorance/conflict split: pass fusion=<FusionResult> "
+            "(or the FusionResult itself as the first argument)"
+        )
+    ids = paper_policy(u, tau1, tau2, None)
+    dissonant = (fusion.conflict >= fusion.ignorance) & (u >= tau1)
+    return torch.where(dissonant, torch.full_like(ids, CONFLICT), ids)
+
+
+def route(
+    uncertainty: torch.Tensor | float | FusionResult,
+    tau1: float = 0.35,
+    tau2: float = 0.65,
+    policy: str = "paper",
+    fusion: FusionResult | None = None,
+) -> Routing:
+    """Route each query to ``direct`` / ``conflict`` / ``abstain`` (Eq 15 or the decomposed policy).
+
+    Args:
+        uncertainty: ``U_global`` ``[...]``, a float, or a :class:`FusionResult` (then ``fusion`` defaults to it).
+        tau1: Lower threshold (paper 0.35).
+        tau2: Upper threshold (paper 0.65); ``0 <= τ1 < τ2 <= 1``.
+        policy: ``"paper"`` or ``"decomposed"`` (see the module docstring).
+        fusion: The fusion result, needed by ``"decomposed"``.
+
+    Returns:
+        A :class:`Routing` with ``.ids`` (0 direct, 1 conflict, 2 abstain) and ``.names``.
+
+    Example:
+        >>> route(0.52).names
+        'conflict'
+    """
+    check_thresholds(tau1, tau2)
+    fn = ROUTING_POLICIES.get(policy)
+    if isinstance(uncertainty, FusionResult):
+        fusion = fusion if fusion is not None else uncertainty
+        uncertainty = uncertainty.uncertainty
+    u = torch.as_tensor(uncertainty)
+    if not u.is_floating_point():
+        u = u.to(torch.get_default_dtype())
+    if bool(torch.isnan(u).any()):
+        raise ConfigError("uncertainty contains NaN; fuse valid opinions before routing")
+    return Routing(ids=fn(u, tau1, tau2, fusion), policy=policy)
