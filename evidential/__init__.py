@@ -8,6 +8,7 @@ torch + stdlib only; no model I/O. The public API below is re-exported at the to
     routes = evidential.route(res.uncertainty, 0.35, 0.65)     # Eq 15
 """
 
+from .batching import pad_evidence
 from .config import FusionConfig
 from .errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
 from .fusion import FUSION_RULES, FusionResult, MassState, combine, fuse, mean_pairwise_conflict, pairwise_conflict
@@ -57,6 +58,7 @@ __all__ = [
     "kl_dirichlet_uniform",
     "mean_pairwise_conflict",
     "opinions_from_evidence",
+    "pad_evidence",
     "pairwise_conflict",
     "route",
     "validate_evidence",

@@ -1,0 +1,143 @@
+"""RAMDocs records (MADAM-RAG, MIT license) and evidence derived from their per-document labels.
+
+Each record lists its retrieved documents with a type (``correct`` / ``misinfo`` / ``noise``) and the answer
+the document states. :func:`label_evidence` turns those labels into the evidence an ideal *stance*
+evaluator would give: a ``correct`` or ``misinfo`` document gives ``strength`` evidence to the answer it
+states, a ``noise`` document gives none (ignorance). Answers are aligned by SQuAD-style normalization
+(case, punctuation, articles, whitespace), the conservative exact-match alignment of labelled values.
+
+A sample of 36 records ships with the package (``inference/data/ramdocs_sample.jsonl``, attribution and
+license in that folder); the full shared portion is ``../shared/data/ramdocs/RAMDocs_test.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evidential.errors import EvidentialError
+
+__all__ = [
+    "DOC_TYPES",
+    "SAMPLE_PATH",
+    "DataError",
+    "LabelEvidence",
+    "label_evidence",
+    "load_ramdocs",
+    "normalize_answer",
+    "record_kind",
+]
+
+SAMPLE_PATH = Path(__file__).resolve().parent / "data" / "ramdocs_sample.jsonl"
+DOC_TYPES = ("correct", "misinfo", "noise")
+
+
+class DataError(EvidentialError):
+    """A data file or record that does not follow its documented format."""
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalization: lower case, no punctuation, no articles, single spaces."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def _fail(path: Path, line: int, msg: str):
+    raise DataError(f"{path}:{line}: {msg}")
+
+
+def _check(rec: object, path: Path, line: int) -> dict:
+    if not isinstance(rec, dict):
+        _fail(path, line, f"expected a JSON object, got {type(rec).__name__}")
+    for key, kind in (("question", str), ("documents", list), ("gold_answers", list), ("wrong_answers", list)):
+        if key not in rec:
+            _fail(path, line, f"missing field {key!r} (RAMDocs records have question, documents, gold_answers, wrong_answers)")
+        if not isinstance(rec[key], kind):
+            _fail(path, line, f"field {key!r} must be a {kind.__name__}, got {type(rec[key]).__name__}")
+    for i, doc in enumerate(rec["documents"]):
+        if not isinstance(doc, dict):
+            _fail(path, line, f"documents[{i}] must be an object with text, type and answer")
+        for key in ("text", "type", "answer"):
+            if not isinstance(doc.get(key), str):
+                _fail(path, line, f"documents[{i}].{key} must be a string")
+        if doc["type"] not in DOC_TYPES:
+            _fail(path, line, f"documents[{i}].type is {doc['type']!r}; expected one of {', '.join(DOC_TYPES)}")
+    return rec
+
+
+def load_ramdocs(path: str | Path | None = None, limit: int | None = None) -> list[dict]:
+    """Read and validate RAMDocs JSONL (default: the shipped sample). Errors name the file, line and field."""
+    p = Path(path) if path is not None else SAMPLE_PATH
+    if not p.is_file():
+        raise DataError(f"{p}: no such RAMDocs file; pass the path of a RAMDocs JSONL file")
+    out = []
+    with p.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                _fail(p, line_no, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            out.append(_check(rec, p, line_no))
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise DataError(f"{p}: the file holds no records")
+    return out
+
+
+def record_kind(record: dict) -> str:
+    """``misinformation`` (a misinfo document), ``ambiguous`` (several gold answers) or ``agree``."""
+    if any(d["type"] == "misinfo" for d in record["documents"]):
+        return "misinformation"
+    return "ambiguous" if len(record["gold_answers"]) > 1 else "agree"
+
+
+@dataclass(frozen=True)
+class LabelEvidence:
+    """Evidence of one record: ``claims`` (display texts of the aligned frame), ``evidence`` ``[k, M]``,
+    ``doc_types`` and the frame index each document supports (``None`` for noise)."""
+
+    claims: list[str]
+    evidence: torch.Tensor
+    doc_types: list[str]
+    supports: list[int | None]
+
+
+def label_evidence(
+    record: dict, strength: float = 5.0, types: tuple[str, ...] = DOC_TYPES, dtype=torch.float64
+) -> LabelEvidence:
+    """Evidence from the document labels (stance labeling: misinformation supports what it states).
+
+    Args:
+        record: A RAMDocs record.
+        strength: Evidence a ``correct``/``misinfo`` document gives the answer it states.
+        types: Keep only documents of these types (e.g. ``("noise",)`` for a noise-only retrieval).
+        dtype: Tensor dtype.
+    """
+    docs = [d for d in record["documents"] if d["type"] in types]
+    frame: dict[str, int] = {}
+    claims: list[str] = []
+    supports: list[int | None] = []
+    for d in docs:
+        if d["type"] == "noise":
+            supports.append(None)
+            continue
+        key = normalize_answer(d["answer"])
+        if key not in frame:
+            frame[key] = len(claims)
+            claims.append(d["answer"])
+        supports.append(frame[key])
+    ev = torch.zeros(len(docs), len(claims), dtype=dtype)
+    for i, j in enumerate(supports):
+        if j is not None:
+            ev[i, j] = strength
+    return LabelEvidence(claims, ev, [d["type"] for d in docs], supports)
