@@ -3,7 +3,9 @@
 Two mass functions ``a`` and ``b`` over the frame ``Θ = {a_1..a_M}`` (singleton masses ``m(j)``
 plus ``m(Θ)``) combine through:
 
-* conflict ``K = Σ_{r≠s} m_a(r) m_b(s) = Σm_a · Σm_b − Σ_j m_a(j) m_b(j)`` (Eq 7, O(M), no outer product);
+* conflict ``K = Σ_{r≠s} m_a(r) m_b(s) = Σm_a · Σm_b − Σ_j m_a(j) m_b(j)`` (Eq 7, O(M), no outer product;
+  evaluated as ``Σ_r m_a(r) · Σ_{s≠r} m_b(s)`` with exclusive prefix/suffix sums, which is the same O(M)
+  sum without the cancellation of the difference when ``K`` is tiny next to ``Σm_a · Σm_b``);
 * support ``n_j = m_a(j)m_b(j) + m_a(j)m_b(Θ) + m_a(Θ)m_b(j)`` (Eq 8);
 * joint ignorance ``h = m_a(Θ) m_b(Θ)`` (Eq 9); identity ``h + K + Σ_j n_j = 1``;
 * the λ-transfer rule ``m_ab(Θ) = h + λK`` and ``m_ab(j) = (1 − h − λK) n_j / Σ_l n_l`` (Eqs 10-11).
@@ -41,6 +43,7 @@ __all__ = [
     "fuse",
     "mean_pairwise_conflict",
     "pairwise_conflict",
+    "sum_of_others",
 ]
 
 
@@ -61,12 +64,19 @@ class CombinationRule(Protocol):
 FUSION_RULES: Registry[CombinationRule] = Registry("fusion rule")
 
 
+def sum_of_others(x: torch.Tensor) -> torch.Tensor:
+    """``o_r = Σ_{s≠r} x_s`` over the last dim in O(M) without subtraction (exclusive prefix + suffix sums)."""
+    if x.shape[-1] == 0:
+        return x
+    zero = torch.zeros_like(x[..., :1])
+    prefix = torch.cat([zero, x[..., :-1].cumsum(-1)], -1)
+    suffix = torch.cat([x[..., 1:].flip(-1).cumsum(-1).flip(-1), zero], -1)
+    return prefix + suffix
+
+
 def _terms(a: MassState, b: MassState):
     """Conflict K (Eq 7), supports n (Eq 8), joint ignorance h (Eq 9) and the carried conflict."""
-    sa = a.singletons.sum(-1)
-    sb = b.singletons.sum(-1)
-    agree = (a.singletons * b.singletons).sum(-1)
-    conflict = (sa * sb - agree).clamp(0.0, 1.0)  # clamp only absorbs rounding
+    conflict = (a.singletons * sum_of_others(b.singletons)).sum(-1).clamp(max=1.0)  # clamp absorbs rounding
     support = a.singletons * (b.singletons + b.theta.unsqueeze(-1)) + a.theta.unsqueeze(-1) * b.singletons
     h = a.theta * b.theta
     ignorance = a.ignorance * b.ignorance
@@ -134,9 +144,8 @@ def combine(a: MassState, b: MassState, lam: float | torch.Tensor = 0.6, rule: s
 
 
 def pairwise_conflict(belief: torch.Tensor) -> torch.Tensor:
-    """Conflict ``K_ij = Σb_i Σb_j − b_i · b_j`` between every pair of chunk opinions ``[..., k, k]`` (Eq 7)."""
-    s = belief.sum(-1)
-    return (s.unsqueeze(-1) * s.unsqueeze(-2) - belief @ belief.transpose(-1, -2)).clamp(0.0, 1.0)
+    """Conflict ``K_ij = Σ_{r≠s} b_ir b_js`` between every pair of chunk opinions ``[..., k, k]`` (Eq 7)."""
+    return (belief @ sum_of_others(belief).transpose(-1, -2)).clamp(max=1.0)
 
 
 def mean_pairwise_conflict(belief: torch.Tensor, chunk_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -29,7 +29,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True)
 
 ConfigOpt = Annotated[

@@ -1,0 +1,35 @@
+"""Shared test fixtures: the real data folder, hypothesis profiles and device markers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("EVIDENTIAL_RAG_DATA", REPO.parent / "shared" / "data"))
+
+settings.register_profile(
+    "default", deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("thorough", deadline=None, max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (or ``$EVIDENTIAL_RAG_DATA``); skips with a reason only where it is truly absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared benchmark data not found at {SHARED_DATA} (set EVIDENTIAL_RAG_DATA to its path)")
+    return SHARED_DATA
+
+
+def pytest_collection_modifyitems(config, items):
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA device; none is available on this machine")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
