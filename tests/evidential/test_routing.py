@@ -1,0 +1,64 @@
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evidential import ABSTAIN, CONFLICT, DIRECT, ROUTES, ConfigError, UnknownNameError, fuse, opinions_from_evidence, route
+
+
+def test_paper_policy_boundaries():
+    u = torch.tensor([0.0, 0.3499, 0.35, 0.5, 0.6499, 0.65, 1.0], dtype=torch.float64)
+    r = route(u, 0.35, 0.65)
+    assert r.ids.tolist() == [DIRECT, DIRECT, CONFLICT, CONFLICT, CONFLICT, ABSTAIN, ABSTAIN]
+    assert r.names == ["direct", "direct", "conflict", "conflict", "conflict", "abstain", "abstain"]
+
+
+def test_scalar_input_gives_a_name():
+    assert route(0.52).names == "conflict"
+    assert route(0.1).names == "direct" and route(0.9).names == "abstain"
+
+
+@given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+def test_route_matches_eq15_and_is_monotone(u, t1, t2):
+    t1, t2 = sorted((t1, t2))
+    if t1 == t2:
+        return
+    got = route(torch.tensor(u, dtype=torch.float64), t1, t2).names
+    assert got == ("direct" if u < t1 else "conflict" if u < t2 else "abstain")
+
+
+def test_bad_thresholds_and_policy():
+    with pytest.raises(ConfigError, match="tau1"):
+        route(0.5, 0.7, 0.6)
+    with pytest.raises(ConfigError):
+        route(0.5, -0.1, 0.6)
+    with pytest.raises(UnknownNameError, match="decomposed, paper|paper, decomposed"):
+        route(0.5, policy="bogus")
+    with pytest.raises(ConfigError, match="fusion="):
+        route(0.5, policy="decomposed")
+    with pytest.raises(ConfigError, match="NaN"):
+        route(float("nan"))
+
+
+def test_decomposed_policy_separates_no_evidence_from_contradicting_evidence():
+    # batch: (1) agreeing strong evidence, (2) only noise, (3) two strong contradicting chunks
+    ev = torch.tensor(
+        [[[20.0, 0.0], [20.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]], [[20.0, 0.0], [0.0, 20.0]]], dtype=torch.float64
+    )
+    res = fuse(opinions_from_evidence(ev), rule="yager")
+    assert res.uncertainty[2] > 0.65 and res.conflict[2] > res.ignorance[2]
+    assert route(res, policy="paper").names == ["direct", "abstain", "abstain"]
+    assert route(res, policy="decomposed").names == ["direct", "abstain", "conflict"]
+    # a FusionResult as the first argument is the same as passing it as `fusion`
+    assert torch.equal(route(res.uncertainty, policy="decomposed", fusion=res).ids, route(res, policy="decomposed").ids)
+
+
+def test_decomposed_policy_keeps_eq15_when_ignorance_dominates():
+    # one weak chunk: U in [τ1, τ2), all ignorance -> conflict (hedged), like the paper
+    res = fuse(opinions_from_evidence(torch.tensor([[1.5, 0.0]], dtype=torch.float64)))
+    assert 0.35 <= float(res.uncertainty) < 0.65 and float(res.conflict) == 0.0
+    assert route(res, policy="decomposed").names == route(res, policy="paper").names == "conflict"
+
+
+def test_route_names_are_the_contract():
+    assert ROUTES == ("direct", "conflict", "abstain")
