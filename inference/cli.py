@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -137,7 +138,11 @@ def fuse_cmd(
 
     ev = torch.tensor(data, dtype=torch.float64) if data else torch.zeros(0, len(names), dtype=torch.float64)
     try:
-        ops = opinions_from_evidence(ev, sanitize=fc.sanitize)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            ops = opinions_from_evidence(ev, sanitize=fc.sanitize)
+        for w in caught:
+            err.print(f"[yellow]warning:[/] {str(w.message).replace('evidence[', '--evidence[')}", highlight=False)
         res = fuse(ops, lam=fc.lam, rule=fc.rule)
         decision = route(res, fc.tau1, fc.tau2, fc.policy)
     except EvidentialError as exc:

@@ -113,7 +113,11 @@ class LabelEvidence:
 
 
 def label_evidence(
-    record: dict, strength: float = 5.0, types: tuple[str, ...] = DOC_TYPES, dtype=torch.float64
+    record: dict,
+    strength: float = 5.0,
+    types: tuple[str, ...] = DOC_TYPES,
+    candidates: list[str] | None = None,
+    dtype=torch.float64,
 ) -> LabelEvidence:
     """Evidence from the document labels (stance labeling: misinformation supports what it states).
 
@@ -121,11 +125,20 @@ def label_evidence(
         record: A RAMDocs record.
         strength: Evidence a ``correct``/``misinfo`` document gives the answer it states.
         types: Keep only documents of these types (e.g. ``("noise",)`` for a noise-only retrieval).
+        candidates: Claims that open the frame before the documents' answers (e.g. the gold and wrong
+            answers), so that a frame exists even when no kept document supports anything.
         dtype: Tensor dtype.
     """
+    if not strength > 0:
+        raise DataError(f"strength must be > 0; got {strength}")
     docs = [d for d in record["documents"] if d["type"] in types]
     frame: dict[str, int] = {}
     claims: list[str] = []
+    for c in candidates or []:
+        key = normalize_answer(c)
+        if key not in frame:
+            frame[key] = len(claims)
+            claims.append(c)
     supports: list[int | None] = []
     for d in docs:
         if d["type"] == "noise":

@@ -1,0 +1,113 @@
+import json
+
+from typer.testing import CliRunner
+
+import evidential
+from inference.cli import app
+
+runner = CliRunner()
+
+
+def _json(result):
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_version_and_help():
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and evidential.__version__ in r.stdout
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0 and "fuse" in r.stdout and "demo" in r.stdout
+
+
+def test_fuse_yager_design_vector():
+    out = _json(runner.invoke(app, ["fuse", "--evidence", "[[3,0],[0,3]]", "--rule", "yager", "--json"]))
+    assert out["U_global"] == 0.52
+    assert out["fused"]["belief"] == {"a1": 0.24, "a2": 0.24}
+    assert out["ignorance"] == 0.16 and out["conflict"] == 0.36
+    assert out["mean_pairwise_conflict"] == 0.36 and out["step_conflict"] == [0.36]
+    assert out["confidence"] == 0.24 and out["route"] == "conflict"
+    assert out["opinions"][0] == {"chunk": 0, "belief": {"a1": 0.6, "a2": 0.0}, "vacuity": 0.4}
+
+
+def test_fuse_flags_config_and_claim_names(tmp_path):
+    out = _json(runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--rule", "dempster", "--claims", "Paris,Lyon", "--json"]))
+    assert out["fused"]["belief"] == {"Paris": 0.375, "Lyon": 0.375} and out["route"] == "direct"
+    out = _json(runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--config", "paper", "--set", "fusion.lam=0", "--json"]))
+    assert out["U_global"] == 0.16 and out["config"]["lam"] == 0.0
+    out = _json(runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--set", "fusion.lam=0", "--lam", "1", "--json"]))
+    assert out["U_global"] == 0.52  # explicit flags win over --set
+    f = tmp_path / "ev.json"
+    f.write_text("[[20, 0], [0, 20]]")
+    out = _json(runner.invoke(app, ["fuse", "-e", f"@{f}", "--rule", "yager", "--policy", "decomposed", "--json"]))
+    assert out["route"] == "conflict" and out["U_global"] > 0.65
+
+
+def test_fuse_edge_cases():
+    out = _json(runner.invoke(app, ["fuse", "-e", "[]", "--json"]))
+    assert out["U_global"] == 1.0 and out["route"] == "abstain" and out["selected_claim"] is None
+    out = _json(runner.invoke(app, ["fuse", "-e", "[[4, 1]]", "--json"]))
+    assert out["fused"]["belief"] == out["opinions"][0]["belief"]
+
+
+def test_fuse_table_output():
+    r = runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--claims", '["Paris", "Lyon"]'])
+    assert r.exit_code == 0
+    assert "U_global" in r.stdout and "0.3760" in r.stdout and "Paris" in r.stdout and "conflict" in r.stdout
+
+
+def test_fuse_bad_input_exits_2_with_a_message():
+    cases = [
+        (["-e", "[[3,0],[0"], "not valid JSON"),
+        (["-e", "[[3,0],[0]]"], "different lengths"),
+        (["-e", "[[3,-1]]"], "--evidence[0, 1]"),
+        (["-e", "[[3,\"x\"]]"], "not a number"),
+        (["-e", "[[3,0]]", "--lam", "2"], "fusion.lam"),
+        (["-e", "[[3,0]]", "--tau1", "0.8"], "tau1"),
+        (["-e", "[[3,0]]", "--rule", "avg"], "fusion.rule"),
+        (["-e", "[[3,0]]", "--claims", "a,b,c"], "--claims"),
+        (["-e", "[[3,0]]", "--set", "fusion.bogus=1"], "fusion.bogus"),
+        (["-e", "@/no/such/file.json"], "not found"),
+    ]
+    for args, msg in cases:
+        r = runner.invoke(app, ["fuse", *args])
+        assert r.exit_code == 2, (args, r.output)
+        assert msg in r.stderr.replace("\n", ""), (args, r.stderr)
+
+
+def test_fuse_sanitize():
+    r = runner.invoke(app, ["fuse", "-e", "[[3,-1],[0,3]]", "--sanitize", "--json"])
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["opinions"][0]["belief"] == {"a1": 0.6, "a2": 0.0}
+    assert "sanitized 1" in r.stderr and "--evidence[0, 1] = -1.0" in r.stderr
+
+
+def test_demo_writes_its_output_folder(tmp_path):
+    out_dir = tmp_path / "demo"
+    r = runner.invoke(app, ["demo", "--output", str(out_dir), "--json"])
+    summary = _json(r)
+    by = summary["by_kind"]
+    assert by["all"]["n"] == 36 and by["agree"]["routes"]["direct"] == 12
+    assert by["misinformation"]["mean_U"] > by["agree"]["mean_U"]
+    assert by["misinformation"]["mean_conflict"] > by["agree"]["mean_conflict"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["records.jsonl", "run.json", "summary.json"]
+    rows = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
+    assert len(rows) == 36
+    row = rows[0]
+    for key in ("query", "route", "selected_claim", "fused_masses", "U_global", "ignorance", "conflict",
+                "mean_pairwise_conflict", "confidence", "chunk_evidence"):
+        assert key in row
+    assert abs(sum(row["fused_masses"].values()) + row["U_global"] - 1) < 1e-5
+    run = json.loads((out_dir / "run.json").read_text())
+    assert run["config"]["fusion"]["lam"] == 0.6 and run["seed"] == 0 and "torch" in run["versions"]
+
+
+def test_demo_on_the_shared_file_and_bad_data(shared_data, tmp_path):
+    summary = _json(runner.invoke(app, ["demo", "--data", str(shared_data / "ramdocs" / "RAMDocs_test.jsonl"),
+                                        "--output", str(tmp_path / "d"), "--json", "--set", "fusion.policy=decomposed"]))
+    assert summary["by_kind"]["all"]["n"] == 347
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": 1}\n')
+    r = runner.invoke(app, ["demo", "--data", str(bad), "--output", str(tmp_path / "e")])
+    assert r.exit_code == 2 and "bad.jsonl:1" in r.stderr
+    assert not (tmp_path / "e").exists()
