@@ -9,6 +9,7 @@ torch + stdlib only; no model I/O. The public API below is re-exported at the to
 """
 
 from .batching import pad_evidence
+from .compiled import fuse_evidence
 from .config import FusionConfig
 from .errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
 from .fusion import FUSION_RULES, FusionResult, MassState, combine, fuse, mean_pairwise_conflict, pairwise_conflict
@@ -55,6 +56,7 @@ __all__ = [
     "edl_data_term",
     "edl_loss",
     "fuse",
+    "fuse_evidence",
     "kl_dirichlet_uniform",
     "mean_pairwise_conflict",
     "opinions_from_evidence",

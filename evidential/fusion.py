@@ -41,6 +41,7 @@ __all__ = [
     "MassState",
     "combine",
     "fuse",
+    "fusion_tensors",
     "mean_pairwise_conflict",
     "pairwise_conflict",
     "sum_of_others",
@@ -65,13 +66,29 @@ FUSION_RULES: Registry[CombinationRule] = Registry("fusion rule")
 
 
 def sum_of_others(x: torch.Tensor) -> torch.Tensor:
-    """``o_r = Σ_{s≠r} x_s`` over the last dim in O(M) without subtraction (exclusive prefix + suffix sums)."""
-    if x.shape[-1] == 0:
+    """``o_r = Σ_{s≠r} x_s`` over the last dim in O(M) without subtraction (exclusive prefix + suffix sums).
+
+    Small frames are unrolled into elementwise adds (which ``torch.compile`` fuses into one kernel); large
+    ones use ``cumsum``.
+    """
+    m = x.shape[-1]
+    if m == 0:
         return x
+    if m <= _UNROLL_MAX_CLAIMS:
+        cols = x.unbind(-1)
+        zero = torch.zeros_like(cols[0])
+        prefix, suffix = [zero], [zero]
+        for j in range(m - 1):
+            prefix.append(prefix[-1] + cols[j])
+            suffix.append(suffix[-1] + cols[m - 1 - j])
+        return torch.stack([p + q for p, q in zip(prefix, reversed(suffix))], -1)
     zero = torch.zeros_like(x[..., :1])
     prefix = torch.cat([zero, x[..., :-1].cumsum(-1)], -1)
     suffix = torch.cat([x[..., 1:].flip(-1).cumsum(-1).flip(-1), zero], -1)
     return prefix + suffix
+
+
+_UNROLL_MAX_CLAIMS = 32
 
 
 def _terms(a: MassState, b: MassState):
@@ -145,7 +162,10 @@ def combine(a: MassState, b: MassState, lam: float | torch.Tensor = 0.6, rule: s
 
 def pairwise_conflict(belief: torch.Tensor) -> torch.Tensor:
     """Conflict ``K_ij = Σ_{r≠s} b_ir b_js`` between every pair of chunk opinions ``[..., k, k]`` (Eq 7)."""
-    return (belief @ sum_of_others(belief).transpose(-1, -2)).clamp(max=1.0)
+    others = sum_of_others(belief)
+    if torch.compiler.is_compiling():  # elementwise form: inductor fuses it into the surrounding loops
+        return (belief.unsqueeze(-2) * others.unsqueeze(-3)).sum(-1).clamp(max=1.0)
+    return (belief @ others.transpose(-1, -2)).clamp(max=1.0)
 
 
 def mean_pairwise_conflict(belief: torch.Tensor, chunk_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -250,6 +270,29 @@ def _fold(
     return state, step_conflict
 
 
+def fusion_tensors(
+    belief: torch.Tensor,
+    vacuity: torch.Tensor,
+    chunk_mask: torch.Tensor | None,
+    lam: torch.Tensor,
+    rule_fn: CombinationRule,
+) -> tuple[MassState, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eqs 7-14 and 27 as a pure tensor function: the fold, ``K̄``, confidence and the selected claim.
+
+    Padded chunks (``chunk_mask`` false) must already carry the vacuous opinion. No validation, no host
+    synchronisation: this is the function :func:`evidential.compiled.fuse_evidence` compiles.
+    """
+    state, steps = _fold(belief, vacuity, chunk_mask, rule_fn, lam)
+    kbar = mean_pairwise_conflict(belief, chunk_mask)
+    if belief.shape[-1] > 0:
+        confidence, selected = state.singletons.max(-1)
+        selected = torch.where(confidence > 0, selected, torch.full_like(selected, -1))
+    else:
+        confidence = state.theta.new_zeros(state.theta.shape)
+        selected = torch.full(state.theta.shape, -1, dtype=torch.long, device=belief.device)
+    return state, steps, kbar, confidence, selected
+
+
 def fuse(
     opinions: Opinion,
     lam: float | torch.Tensor = 0.6,
@@ -300,14 +343,7 @@ def fuse(
         belief = torch.where(mask.unsqueeze(-1), belief, torch.zeros_like(belief))
         vacuity = torch.where(mask, vacuity, torch.ones_like(vacuity))
     all_real = bool(mask.all())
-    state, steps = _fold(belief, vacuity, None if all_real else mask, rule_fn, lam_t)
-    kbar = mean_pairwise_conflict(belief, None if all_real else mask)
-    if belief.shape[-1] > 0:
-        confidence, selected = state.singletons.max(-1)
-        selected = torch.where(confidence > 0, selected, torch.full_like(selected, -1))
-    else:
-        confidence = state.theta.new_zeros(state.theta.shape)
-        selected = torch.full(state.theta.shape, -1, dtype=torch.long, device=belief.device)
+    state, steps, kbar, confidence, selected = fusion_tensors(belief, vacuity, None if all_real else mask, lam_t, rule_fn)
     return FusionResult(
         belief=state.singletons,
         uncertainty=state.theta,

@@ -20,7 +20,7 @@ import torch
 
 from .errors import InvalidEvidenceError, ShapeError
 
-__all__ = ["Opinion", "opinions_from_evidence", "validate_evidence"]
+__all__ = ["Opinion", "opinion_tensors", "opinions_from_evidence", "validate_evidence"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,11 @@ def validate_evidence(
     Raises:
         InvalidEvidenceError: A NaN, infinite or negative value at a checked position, naming it.
     """
+    if evidence.numel() == 0:
+        return evidence
+    lo, hi = torch.aminmax(evidence)
+    if bool((lo >= 0) & (hi < float("inf"))):  # one pass; NaN makes both comparisons false
+        return evidence
     bad = ~torch.isfinite(evidence) | (evidence < 0)
     if valid is not None:
         bad = bad & valid
@@ -176,8 +181,27 @@ def opinions_from_evidence(
     lead = tuple(lead)
     cm = _mask(claim_mask, lead + (m,), e.device, "claim_mask", "[..., M]")
     km = _mask(chunk_mask, lead + (k,), e.device, "chunk_mask", "[..., k]")
+    e = validate_evidence(e, cm.unsqueeze(-2) & km.unsqueeze(-1), sanitize=sanitize)
+    e, belief, vacuity = opinion_tensors(e, cm, km)
+    return Opinion(evidence=e, belief=belief, vacuity=vacuity, claim_mask=cm, chunk_mask=km)
+
+
+def opinion_tensors(
+    e: torch.Tensor, claim_mask: torch.Tensor | None, chunk_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eqs 2-6 as a pure tensor function (no validation; masks may be ``None`` for dense input).
+
+    Returns the masked evidence, the beliefs ``[..., k, M]`` and the vacuities ``[..., k]``.
+    """
+    m = e.shape[-1]
+    if claim_mask is None and chunk_mask is None:
+        strength = e.sum(-1) + m
+        live = strength > 0  # false only for an empty frame
+        safe = torch.where(live, strength, torch.ones_like(strength))
+        return e, e / safe.unsqueeze(-1), torch.where(live, m / safe, torch.ones_like(strength))
+    cm = claim_mask if claim_mask is not None else torch.ones(e.shape[:-2] + (m,), dtype=torch.bool, device=e.device)
+    km = chunk_mask if chunk_mask is not None else torch.ones(e.shape[:-1], dtype=torch.bool, device=e.device)
     valid = cm.unsqueeze(-2) & km.unsqueeze(-1)
-    e = validate_evidence(e, valid, sanitize=sanitize)
     e = torch.where(valid, e, torch.zeros_like(e))
     n_claims = cm.sum(-1, keepdim=True).to(e.dtype)  # [..., 1]
     strength = e.sum(-1) + n_claims  # Eq 3 (only real claims contribute α_j = e_j + 1)
@@ -185,4 +209,4 @@ def opinions_from_evidence(
     safe = torch.where(live, strength, torch.ones_like(strength))
     belief = e / safe.unsqueeze(-1)
     vacuity = torch.where(live, n_claims.expand_as(strength) / safe, torch.ones_like(strength))
-    return Opinion(evidence=e, belief=belief, vacuity=vacuity, claim_mask=cm, chunk_mask=km)
+    return e, belief, vacuity
