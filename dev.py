@@ -42,7 +42,14 @@ def ensure_env(extra: str) -> None:
     if not PY.exists():
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    pip = [PY, "-m", "pip", "install", "--disable-pip-version-check", *shlex.split(os.environ.get("PIP_ARGS", ""))]
+    pip = [
+        PY,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        *shlex.split(os.environ.get("PIP_ARGS", "")),
+    ]
     if run([*pip, TORCH_SPEC]) != 0:
         sys.exit(f"installing {TORCH_SPEC} failed; set TORCH_SPEC or PIP_ARGS (see README)")
     target = f"{ROOT}[{extra}]" if extra else str(ROOT)

@@ -57,13 +57,17 @@ def main() -> None:
     ap.add_argument("--lam", type=float, default=0.6)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--loop-queries", type=int, default=20000, help="queries timed in the python loop")
-    ap.add_argument("--torch-loop-queries", type=int, default=500, help="queries timed in the per-query torch loop")
+    ap.add_argument(
+        "--torch-loop-queries", type=int, default=500, help="queries timed in the per-query torch loop"
+    )
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile path")
     args = ap.parse_args()
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     k, m, lam = args.k, args.m, args.lam
-    print(f"# fusion benchmark: k={k}, M={m}, float32, λ={lam}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}")
+    print(
+        f"# fusion benchmark: k={k}, M={m}, float32, λ={lam}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}"
+    )
     ev_all = make_evidence(max(sizes), k, m)
 
     # per-query baselines (rates do not depend on B)
@@ -85,21 +89,28 @@ def main() -> None:
     final = None
     for b in sizes:
         ev = ev_all[:b]
-        t_read = best_of(lambda: ev.sum(), args.repeats)
-        t_eager = best_of(lambda: fuse_evidence(ev, lam), max(1, args.repeats // 2 + 1))
+        t_read = best_of(lambda ev=ev: ev.sum(), args.repeats)
+        t_eager = best_of(lambda ev=ev: fuse_evidence(ev, lam), max(1, args.repeats // 2 + 1))
         row = {"B": b, "read_once_s": t_read, "eager_s": t_eager}
-        line = (f"B={b:>9,}  read once {t_read * 1e3:8.2f} ms | eager {b / t_eager:12,.0f} q/s "
-                f"(x{(b / t_eager) / loop_qps:7.1f} vs loop, {t_eager / t_read:6.1f}x read)")
+        line = (
+            f"B={b:>9,}  read once {t_read * 1e3:8.2f} ms | eager {b / t_eager:12,.0f} q/s "
+            f"(x{(b / t_eager) / loop_qps:7.1f} vs loop, {t_eager / t_read:6.1f}x read)"
+        )
         best_s, best_name = t_eager, "eager"
         if not args.no_compile:
             fuse_evidence(ev, lam, compiled=True)  # guard check / specialisation for this size
-            t_comp = best_of(lambda: fuse_evidence(ev, lam, compiled=True), args.repeats)
+            t_comp = best_of(lambda ev=ev: fuse_evidence(ev, lam, compiled=True), args.repeats)
             ref = fuse_evidence(ev, lam)
             got = fuse_evidence(ev, lam, compiled=True)
-            err = max(float((ref.belief - got.belief).abs().max()), float((ref.uncertainty - got.uncertainty).abs().max()))
+            err = max(
+                float((ref.belief - got.belief).abs().max()),
+                float((ref.uncertainty - got.uncertainty).abs().max()),
+            )
             row.update(compiled_s=t_comp, compiled_max_abs_diff=err)
-            line += (f" | compiled {b / t_comp:12,.0f} q/s (x{(b / t_comp) / loop_qps:7.1f} vs loop, "
-                     f"{t_comp / t_read:6.1f}x read, x{t_eager / t_comp:4.1f} vs eager, max|Δ| {err:.1e})")
+            line += (
+                f" | compiled {b / t_comp:12,.0f} q/s (x{(b / t_comp) / loop_qps:7.1f} vs loop, "
+                f"{t_comp / t_read:6.1f}x read, x{t_eager / t_comp:4.1f} vs eager, max|Δ| {err:.1e})"
+            )
             if t_comp < best_s:
                 best_s, best_name = t_comp, "compiled"
         print(line)

@@ -12,7 +12,15 @@ from .batching import pad_evidence
 from .compiled import fuse_evidence
 from .config import FusionConfig
 from .errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
-from .fusion import FUSION_RULES, FusionResult, MassState, combine, fuse, mean_pairwise_conflict, pairwise_conflict
+from .fusion import (
+    FUSION_RULES,
+    FusionResult,
+    MassState,
+    combine,
+    fuse,
+    mean_pairwise_conflict,
+    pairwise_conflict,
+)
 from .losses import (
     EDLDigammaLoss,
     EDLLogLoss,

@@ -13,16 +13,18 @@ import functools
 
 import torch
 
+from .errors import ShapeError
 from .fusion import FUSION_RULES, FusionResult, _check_lam, fusion_tensors
 from .opinions import _as_float, _mask, opinion_tensors, validate_evidence
-from .errors import ShapeError
 
 __all__ = ["fuse_evidence"]
 
 
 def _kernel(evidence, claim_mask, chunk_mask, lam, rule: str):
     _, belief, vacuity = opinion_tensors(evidence, claim_mask, chunk_mask)
-    state, steps, kbar, confidence, selected = fusion_tensors(belief, vacuity, chunk_mask, lam, FUSION_RULES.get(rule))
+    state, steps, kbar, confidence, selected = fusion_tensors(
+        belief, vacuity, chunk_mask, lam, FUSION_RULES.get(rule)
+    )
     return (*state, steps, kbar, confidence, selected)
 
 
@@ -64,7 +66,9 @@ def fuse_evidence(
     km = None if chunk_mask is None else _mask(chunk_mask, lead + (k,), e.device, "chunk_mask", "[..., k]")
     valid = None
     if cm is not None or km is not None:
-        valid = (cm.unsqueeze(-2) if cm is not None else True) & (km.unsqueeze(-1) if km is not None else True)
+        valid = (cm.unsqueeze(-2) if cm is not None else True) & (
+            km.unsqueeze(-1) if km is not None else True
+        )
     e = validate_evidence(e, valid, sanitize=sanitize)
     lam_t = _check_lam(lam, e)
     if km is not None and bool(km.all()):

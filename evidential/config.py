@@ -22,11 +22,15 @@ class FusionConfig:
 
     lam: float = field(
         default=0.6,
-        metadata={"help": "Conflict-transfer weight λ ∈ [0, 1] of the 'lambda' rule: the share of the conflict K moved to Θ (paper 0.6)."},
+        metadata={
+            "help": "Conflict-transfer weight λ ∈ [0, 1] of the 'lambda' rule: the share of the conflict K moved to Θ (paper 0.6)."
+        },
     )
     rule: str = field(
         default="lambda",
-        metadata={"help": "Combination rule: 'lambda' (paper, Eqs 10-11), 'yager' (λ = 1) or 'dempster' (classic normalized, for ablations)."},
+        metadata={
+            "help": "Combination rule: 'lambda' (paper, Eqs 10-11), 'yager' (λ = 1) or 'dempster' (classic normalized, for ablations)."
+        },
     )
     tau1: float = field(
         default=0.35,
@@ -34,15 +38,21 @@ class FusionConfig:
     )
     tau2: float = field(
         default=0.65,
-        metadata={"help": "Routing threshold τ2: U_global at or above it abstains (paper 0.65); 0 <= τ1 < τ2 <= 1."},
+        metadata={
+            "help": "Routing threshold τ2: U_global at or above it abstains (paper 0.65); 0 <= τ1 < τ2 <= 1."
+        },
     )
     policy: str = field(
         default="paper",
-        metadata={"help": "Routing policy: 'paper' (Eq 15 on U_global) or 'decomposed' (uses the ignorance/conflict split)."},
+        metadata={
+            "help": "Routing policy: 'paper' (Eq 15 on U_global) or 'decomposed' (uses the ignorance/conflict split)."
+        },
     )
     sanitize: bool = field(
         default=False,
-        metadata={"help": "Map NaN/infinite/negative evidence to zero (ignorance) with a warning instead of raising."},
+        metadata={
+            "help": "Map NaN/infinite/negative evidence to zero (ignorance) with a warning instead of raising."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -60,7 +70,9 @@ class FusionConfig:
                 f"fusion.tau1 and fusion.tau2 must satisfy 0 <= tau1 < tau2 <= 1; got tau1={self.tau1}, tau2={self.tau2}"
             )
         if self.rule not in FUSION_RULES:
-            raise ConfigError(f"fusion.rule must be one of {', '.join(FUSION_RULES.names())}; got {self.rule!r}")
+            raise ConfigError(
+                f"fusion.rule must be one of {', '.join(FUSION_RULES.names())}; got {self.rule!r}"
+            )
         if self.policy not in ROUTING_POLICIES:
             raise ConfigError(
                 f"fusion.policy must be one of {', '.join(ROUTING_POLICIES.names())}; got {self.policy!r}"

@@ -343,7 +343,9 @@ def fuse(
         belief = torch.where(mask.unsqueeze(-1), belief, torch.zeros_like(belief))
         vacuity = torch.where(mask, vacuity, torch.ones_like(vacuity))
     all_real = bool(mask.all())
-    state, steps, kbar, confidence, selected = fusion_tensors(belief, vacuity, None if all_real else mask, lam_t, rule_fn)
+    state, steps, kbar, confidence, selected = fusion_tensors(
+        belief, vacuity, None if all_real else mask, lam_t, rule_fn
+    )
     return FusionResult(
         belief=state.singletons,
         uncertainty=state.theta,

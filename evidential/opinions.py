@@ -72,7 +72,11 @@ def _first_position(bad: torch.Tensor) -> tuple[int, ...]:
 
 
 def validate_evidence(
-    evidence: torch.Tensor, valid: torch.Tensor | None = None, *, sanitize: bool = False, name: str = "evidence"
+    evidence: torch.Tensor,
+    valid: torch.Tensor | None = None,
+    *,
+    sanitize: bool = False,
+    name: str = "evidence",
 ) -> torch.Tensor:
     """Check that evidence is finite and non-negative where ``valid`` is true.
 
@@ -199,7 +203,11 @@ def opinion_tensors(
         live = strength > 0  # false only for an empty frame
         safe = torch.where(live, strength, torch.ones_like(strength))
         return e, e / safe.unsqueeze(-1), torch.where(live, m / safe, torch.ones_like(strength))
-    cm = claim_mask if claim_mask is not None else torch.ones(e.shape[:-2] + (m,), dtype=torch.bool, device=e.device)
+    cm = (
+        claim_mask
+        if claim_mask is not None
+        else torch.ones(e.shape[:-2] + (m,), dtype=torch.bool, device=e.device)
+    )
     km = chunk_mask if chunk_mask is not None else torch.ones(e.shape[:-1], dtype=torch.bool, device=e.device)
     valid = cm.unsqueeze(-2) & km.unsqueeze(-1)
     e = torch.where(valid, e, torch.zeros_like(e))

@@ -58,8 +58,15 @@ def reference_fuse(evidence: list[list[float]], lam: float = 0.6, rule: str = "l
     ops = reference_opinions(evidence)
     m = len(evidence[0]) if evidence else 0
     if not ops:
-        return {"belief": [0.0] * m, "uncertainty": 1.0, "ignorance": 1.0, "conflict": 0.0,
-                "step_conflict": [], "mean_pairwise_conflict": 0.0, "confidence": 0.0}
+        return {
+            "belief": [0.0] * m,
+            "uncertainty": 1.0,
+            "ignorance": 1.0,
+            "conflict": 0.0,
+            "step_conflict": [],
+            "mean_pairwise_conflict": 0.0,
+            "confidence": 0.0,
+        }
     state = (ops[0][0], ops[0][1], ops[0][1], 0.0)
     steps = []
     for b, u in ops[1:]:

@@ -33,7 +33,9 @@ class Registry(Generic[T]):
 
         def deco(obj: T) -> T:
             if name in self._items and not overwrite:
-                raise ValueError(f"{self.kind} {name!r} is already registered; pass overwrite=True to replace it")
+                raise ValueError(
+                    f"{self.kind} {name!r} is already registered; pass overwrite=True to replace it"
+                )
             self._items[name] = obj
             return obj
 

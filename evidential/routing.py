@@ -27,7 +27,16 @@ from .errors import ConfigError
 from .fusion import FusionResult
 from .registry import Registry
 
-__all__ = ["ROUTES", "DIRECT", "CONFLICT", "ABSTAIN", "ROUTING_POLICIES", "Routing", "route", "check_thresholds"]
+__all__ = [
+    "ROUTES",
+    "DIRECT",
+    "CONFLICT",
+    "ABSTAIN",
+    "ROUTING_POLICIES",
+    "Routing",
+    "route",
+    "check_thresholds",
+]
 
 ROUTES: tuple[str, str, str] = ("direct", "conflict", "abstain")
 DIRECT, CONFLICT, ABSTAIN = 0, 1, 2

@@ -37,7 +37,8 @@ ConfigOpt = Annotated[
     str | None, typer.Option("--config", "-c", help="YAML config path or a named config (cpu, paper).")
 ]
 SetOpt = Annotated[
-    list[str] | None, typer.Option("--set", help="Override a config field, e.g. --set fusion.lam=0.5 (repeatable).")
+    list[str] | None,
+    typer.Option("--set", help="Override a config field, e.g. --set fusion.lam=0.5 (repeatable)."),
 ]
 
 
@@ -80,12 +81,18 @@ def _read_evidence(text: str) -> list:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        _fail(f"--evidence is not valid JSON ({exc.msg} at column {exc.colno}); expected e.g. '[[3,0],[0,3]]'")
+        _fail(
+            f"--evidence is not valid JSON ({exc.msg} at column {exc.colno}); expected e.g. '[[3,0],[0,3]]'"
+        )
     if not isinstance(data, list) or not all(isinstance(row, list) for row in data):
-        _fail("--evidence must be a JSON list of chunks, each a list of per-claim evidence, e.g. '[[3,0],[0,3]]'")
+        _fail(
+            "--evidence must be a JSON list of chunks, each a list of per-claim evidence, e.g. '[[3,0],[0,3]]'"
+        )
     widths = {len(row) for row in data}
     if len(widths) > 1:
-        _fail(f"--evidence rows have different lengths {sorted(widths)}; every chunk needs one value per claim")
+        _fail(
+            f"--evidence rows have different lengths {sorted(widths)}; every chunk needs one value per claim"
+        )
     for i, row in enumerate(data):
         for j, v in enumerate(row):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -112,21 +119,41 @@ def _num(x) -> float:
 @app.command("fuse")
 def fuse_cmd(
     evidence: Annotated[
-        str, typer.Option("--evidence", "-e", help="JSON list of chunks (rank order), each a list of per-claim evidence; '@file' or '-' reads a file or stdin.")
+        str,
+        typer.Option(
+            "--evidence",
+            "-e",
+            help="JSON list of chunks (rank order), each a list of per-claim evidence; '@file' or '-' reads a file or stdin.",
+        ),
     ],
-    claims: Annotated[str | None, typer.Option(help="Claim names: JSON list or comma-separated (default a1, a2, ...).")] = None,
+    claims: Annotated[
+        str | None, typer.Option(help="Claim names: JSON list or comma-separated (default a1, a2, ...).")
+    ] = None,
     lam: Annotated[float | None, typer.Option("--lam", help="Conflict-transfer weight λ ∈ [0, 1].")] = None,
-    rule: Annotated[str | None, typer.Option(help=f"Combination rule: {', '.join(evidential.FUSION_RULES.names())}.")] = None,
+    rule: Annotated[
+        str | None, typer.Option(help=f"Combination rule: {', '.join(evidential.FUSION_RULES.names())}.")
+    ] = None,
     tau1: Annotated[float | None, typer.Option(help="Routing threshold τ1 (U < τ1 → direct).")] = None,
     tau2: Annotated[float | None, typer.Option(help="Routing threshold τ2 (U ≥ τ2 → abstain).")] = None,
-    policy: Annotated[str | None, typer.Option(help=f"Routing policy: {', '.join(evidential.ROUTING_POLICIES.names())}.")] = None,
-    sanitize: Annotated[bool, typer.Option("--sanitize", help="Map NaN/negative evidence to ignorance (with a warning) instead of failing.")] = False,
+    policy: Annotated[
+        str | None, typer.Option(help=f"Routing policy: {', '.join(evidential.ROUTING_POLICIES.names())}.")
+    ] = None,
+    sanitize: Annotated[
+        bool,
+        typer.Option(
+            "--sanitize", help="Map NaN/negative evidence to ignorance (with a warning) instead of failing."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
     """Fuse given per-chunk evidence and show opinions, fused masses, U_global (ignorance + conflict), K̄ and the route."""
-    extra = [f"fusion.{k}={v}" for k, v in (("lam", lam), ("rule", rule), ("tau1", tau1), ("tau2", tau2), ("policy", policy)) if v is not None]
+    extra = [
+        f"fusion.{k}={v}"
+        for k, v in (("lam", lam), ("rule", rule), ("tau1", tau1), ("tau2", tau2), ("policy", policy))
+        if v is not None
+    ]
     if sanitize:
         extra.append("fusion.sanitize=true")
     cfg = _load(config, overrides, extra)
@@ -142,7 +169,9 @@ def fuse_cmd(
             warnings.simplefilter("always", RuntimeWarning)
             ops = opinions_from_evidence(ev, sanitize=fc.sanitize)
         for w in caught:
-            err.print(f"[yellow]warning:[/] {str(w.message).replace('evidence[', '--evidence[')}", highlight=False)
+            err.print(
+                f"[yellow]warning:[/] {str(w.message).replace('evidence[', '--evidence[')}", highlight=False
+            )
         res = fuse(ops, lam=fc.lam, rule=fc.rule)
         decision = route(res, fc.tau1, fc.tau2, fc.policy)
     except EvidentialError as exc:
@@ -152,10 +181,17 @@ def fuse_cmd(
         "claims": names,
         "config": to_dict(fc),
         "opinions": [
-            {"chunk": i, "belief": {c: _num(ops.belief[i, j]) for j, c in enumerate(names)}, "vacuity": _num(ops.vacuity[i])}
+            {
+                "chunk": i,
+                "belief": {c: _num(ops.belief[i, j]) for j, c in enumerate(names)},
+                "vacuity": _num(ops.vacuity[i]),
+            }
             for i in range(ev.shape[0])
         ],
-        "fused": {"belief": {c: _num(res.belief[j]) for j, c in enumerate(names)}, "theta": _num(res.uncertainty)},
+        "fused": {
+            "belief": {c: _num(res.belief[j]) for j, c in enumerate(names)},
+            "theta": _num(res.uncertainty),
+        },
         "U_global": _num(res.uncertainty),
         "ignorance": _num(res.ignorance),
         "conflict": _num(res.conflict),
@@ -176,7 +212,9 @@ def fuse_cmd(
     for o in out["opinions"]:
         t.add_row(str(o["chunk"] + 1), *(f"{o['belief'][c]:.4f}" for c in names), f"{o['vacuity']:.4f}")
     console.print(t)
-    f = Table(title=f"Fused ({fc.rule}{', λ=' + str(fc.lam) if fc.rule == 'lambda' else ''}; rank-order fold, Eq 12)")
+    f = Table(
+        title=f"Fused ({fc.rule}{', λ=' + str(fc.lam) if fc.rule == 'lambda' else ''}; rank-order fold, Eq 12)"
+    )
     f.add_column("mass")
     f.add_column("value", justify="right")
     for c in names:
@@ -194,8 +232,13 @@ def fuse_cmd(
 
 @app.command("demo")
 def demo_cmd(
-    data: Annotated[Path | None, typer.Option(help="RAMDocs JSONL file (default: the 36-record sample shipped in the package).")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output folder for records.jsonl, summary.json, run.json.")] = Path("outputs/demo"),
+    data: Annotated[
+        Path | None,
+        typer.Option(help="RAMDocs JSONL file (default: the 36-record sample shipped in the package)."),
+    ] = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Output folder for records.jsonl, summary.json, run.json.")
+    ] = Path("outputs/demo"),
     limit: Annotated[int | None, typer.Option(help="Use only the first N records.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     config: ConfigOpt = None,
@@ -216,15 +259,24 @@ def demo_cmd(
         console.print_json(json.dumps(summary))
         return
     fc = cfg.fusion
-    t = Table(title=f"RAMDocs, label-derived evidence ({len(records)} records; {fc.rule} λ={fc.lam}, "
-                    f"{fc.policy} τ1={fc.tau1} τ2={fc.tau2})")
+    t = Table(
+        title=f"RAMDocs, label-derived evidence ({len(records)} records; {fc.rule} λ={fc.lam}, "
+        f"{fc.policy} τ1={fc.tau1} τ2={fc.tau2})"
+    )
     t.add_column("kind", no_wrap=True)
     for col in ("n", *ROUTES, "U", "ign.", "confl.", "K̄", "top=gold"):
         t.add_column(col, justify="right", no_wrap=True)
     for kind, s in summary["by_kind"].items():
-        t.add_row(kind, str(s["n"]), *(str(s["routes"][r]) for r in ROUTES), f"{s['mean_U']:.3f}",
-                  f"{s['mean_ignorance']:.3f}", f"{s['mean_conflict']:.3f}", f"{s['mean_pairwise_conflict']:.3f}",
-                  f"{s['top_claim_is_gold']:.2f}")
+        t.add_row(
+            kind,
+            str(s["n"]),
+            *(str(s["routes"][r]) for r in ROUTES),
+            f"{s['mean_U']:.3f}",
+            f"{s['mean_ignorance']:.3f}",
+            f"{s['mean_conflict']:.3f}",
+            f"{s['mean_pairwise_conflict']:.3f}",
+            f"{s['top_claim_is_gold']:.2f}",
+        )
     console.print(t)
     console.print(f"data: {summary['data']}")
     console.print(f"wrote {output}/records.jsonl, summary.json, run.json")

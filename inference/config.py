@@ -20,7 +20,15 @@ import yaml
 from evidential import FusionConfig
 from evidential.errors import ConfigError
 
-__all__ = ["CONFIG_DIR", "EvidenceConfig", "ModelsConfig", "RunConfig", "load_config", "apply_overrides", "to_dict"]
+__all__ = [
+    "CONFIG_DIR",
+    "EvidenceConfig",
+    "ModelsConfig",
+    "RunConfig",
+    "load_config",
+    "apply_overrides",
+    "to_dict",
+]
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -31,19 +39,27 @@ class ModelsConfig:
 
     embedder: str = field(
         default="sentence-transformers/all-MiniLM-L6-v2",
-        metadata={"help": "Dense retriever (sentence-transformers). CPU default: the packaged all-MiniLM-L6-v2; paper: BAAI/bge-large-en-v1.5."},
+        metadata={
+            "help": "Dense retriever (sentence-transformers). CPU default: the packaged all-MiniLM-L6-v2; paper: BAAI/bge-large-en-v1.5."
+        },
     )
     reranker: str | None = field(
         default=None,
-        metadata={"help": "Cross-encoder reranker, or null for none (no reranker ships offline). Paper: BAAI/bge-reranker-v2-m3."},
+        metadata={
+            "help": "Cross-encoder reranker, or null for none (no reranker ships offline). Paper: BAAI/bge-reranker-v2-m3."
+        },
     )
     evaluator: str = field(
         default="HuggingFaceTB/SmolLM2-135M-Instruct",
-        metadata={"help": "Instruction LLM of the prompt-based evaluator. Paper: meta-llama/Meta-Llama-3-8B-Instruct."},
+        metadata={
+            "help": "Instruction LLM of the prompt-based evaluator. Paper: meta-llama/Meta-Llama-3-8B-Instruct."
+        },
     )
     generator: str = field(
         default="HuggingFaceTB/SmolLM2-135M-Instruct",
-        metadata={"help": "Instruction LLM that writes the routed answer. Paper: meta-llama/Meta-Llama-3-8B-Instruct."},
+        metadata={
+            "help": "Instruction LLM that writes the routed answer. Paper: meta-llama/Meta-Llama-3-8B-Instruct."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -61,11 +77,17 @@ class EvidenceConfig:
 
     strength: float = field(
         default=5.0,
-        metadata={"help": "Evidence a labelled document gives the answer it states (the prompt evaluator's 0-10 scale)."},
+        metadata={
+            "help": "Evidence a labelled document gives the answer it states (the prompt evaluator's 0-10 scale)."
+        },
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.strength, bool) or not isinstance(self.strength, (int, float)) or not self.strength > 0:
+        if (
+            isinstance(self.strength, bool)
+            or not isinstance(self.strength, (int, float))
+            or not self.strength > 0
+        ):
             raise ConfigError(f"evidence.strength must be a number > 0; got {self.strength!r}")
         self.strength = float(self.strength)
 
@@ -78,7 +100,9 @@ class RunConfig:
     seed: int = field(default=0, metadata={"help": "Random seed recorded with every run."})
     fusion: FusionConfig = field(default_factory=FusionConfig, metadata={"help": "Fusion and routing."})
     models: ModelsConfig = field(default_factory=ModelsConfig, metadata={"help": "Model ids or paths."})
-    evidence: EvidenceConfig = field(default_factory=EvidenceConfig, metadata={"help": "Label-derived evidence."})
+    evidence: EvidenceConfig = field(
+        default_factory=EvidenceConfig, metadata={"help": "Label-derived evidence."}
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
@@ -114,7 +138,11 @@ def _build(cls: type, data: Any, prefix: str):
 
 def _coerce(value: Any, hint: Any, name: str) -> Any:
     """Accept ints for float fields; everything else is checked by the dataclass itself."""
-    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    args = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        else (hint,)
+    )
     if float in args and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value

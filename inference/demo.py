@@ -30,7 +30,9 @@ def _r(x: float) -> float:
     return round(float(x), 6)
 
 
-def run_demo(cfg: RunConfig, data: str | Path | None = None, output: str | Path | None = None, limit: int | None = None) -> dict:
+def run_demo(
+    cfg: RunConfig, data: str | Path | None = None, output: str | Path | None = None, limit: int | None = None
+) -> dict:
     """Fuse and route every record of a RAMDocs file (default: the shipped sample); returns the summary."""
     t0 = time.perf_counter()
     records = load_ramdocs(data, limit=limit)
@@ -66,8 +68,12 @@ def run_demo(cfg: RunConfig, data: str | Path | None = None, output: str | Path 
                 "confidence": _r(res.confidence[i]),
                 "step_conflict": [_r(x) for x in res.step_conflict[i, : max(len(b.doc_types) - 1, 0)]],
                 "chunk_evidence": [
-                    {"chunk_id": f"doc{j}", "type": t, "claim": b.claims[s] if s is not None else None,
-                     "evidence": {c: _r(b.evidence[j, q]) for q, c in enumerate(b.claims)}}
+                    {
+                        "chunk_id": f"doc{j}",
+                        "type": t,
+                        "claim": b.claims[s] if s is not None else None,
+                        "evidence": {c: _r(b.evidence[j, q]) for q, c in enumerate(b.claims)},
+                    }
                     for j, (t, s) in enumerate(zip(b.doc_types, b.supports))
                 ],
                 "num_claims": m,
@@ -82,14 +88,20 @@ def run_demo(cfg: RunConfig, data: str | Path | None = None, output: str | Path 
         out = Path(output)
         write_jsonl(out / "records.jsonl", rows)
         write_json(out / "summary.json", summary)
-        write_json(out / "run.json", {
-            "command": "demo",
-            "config": to_dict(cfg),
-            "seed": cfg.seed,
-            "data": summary["data"],
-            "versions": {"evidential-rag": evidential.__version__, "torch": torch.__version__,
-                         "python": platform.python_version()},
-        })
+        write_json(
+            out / "run.json",
+            {
+                "command": "demo",
+                "config": to_dict(cfg),
+                "seed": cfg.seed,
+                "data": summary["data"],
+                "versions": {
+                    "evidential-rag": evidential.__version__,
+                    "torch": torch.__version__,
+                    "python": platform.python_version(),
+                },
+            },
+        )
     summary["records"] = rows
     return summary
 

@@ -56,9 +56,18 @@ def _fail(path: Path, line: int, msg: str):
 def _check(rec: object, path: Path, line: int) -> dict:
     if not isinstance(rec, dict):
         _fail(path, line, f"expected a JSON object, got {type(rec).__name__}")
-    for key, kind in (("question", str), ("documents", list), ("gold_answers", list), ("wrong_answers", list)):
+    for key, kind in (
+        ("question", str),
+        ("documents", list),
+        ("gold_answers", list),
+        ("wrong_answers", list),
+    ):
         if key not in rec:
-            _fail(path, line, f"missing field {key!r} (RAMDocs records have question, documents, gold_answers, wrong_answers)")
+            _fail(
+                path,
+                line,
+                f"missing field {key!r} (RAMDocs records have question, documents, gold_answers, wrong_answers)",
+            )
         if not isinstance(rec[key], kind):
             _fail(path, line, f"field {key!r} must be a {kind.__name__}, got {type(rec[key]).__name__}")
     for i, doc in enumerate(rec["documents"]):
@@ -68,7 +77,9 @@ def _check(rec: object, path: Path, line: int) -> dict:
             if not isinstance(doc.get(key), str):
                 _fail(path, line, f"documents[{i}].{key} must be a string")
         if doc["type"] not in DOC_TYPES:
-            _fail(path, line, f"documents[{i}].type is {doc['type']!r}; expected one of {', '.join(DOC_TYPES)}")
+            _fail(
+                path, line, f"documents[{i}].type is {doc['type']!r}; expected one of {', '.join(DOC_TYPES)}"
+            )
     return rec
 
 

@@ -28,7 +28,9 @@ class EDLLoss(nn.Module):
         if annealing_steps < 0:
             raise ValueError(f"annealing_steps must be >= 0; got {annealing_steps}")
         if kl_weight < 0 or null_kl_weight < 0:
-            raise ValueError(f"KL weights must be >= 0; got kl_weight={kl_weight}, null_kl_weight={null_kl_weight}")
+            raise ValueError(
+                f"KL weights must be >= 0; got kl_weight={kl_weight}, null_kl_weight={null_kl_weight}"
+            )
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none'; got {reduction!r}")
         self.annealing_steps = annealing_steps

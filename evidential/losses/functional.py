@@ -33,7 +33,9 @@ __all__ = [
 
 def _prepare(evidence: torch.Tensor, target: torch.Tensor, claim_mask: torch.Tensor | None):
     if evidence.shape != target.shape:
-        raise ShapeError(f"evidence {tuple(evidence.shape)} and target {tuple(target.shape)} must have the same shape")
+        raise ShapeError(
+            f"evidence {tuple(evidence.shape)} and target {tuple(target.shape)} must have the same shape"
+        )
     if claim_mask is None:
         mask = torch.ones_like(evidence, dtype=torch.bool)
     else:

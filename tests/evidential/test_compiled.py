@@ -13,7 +13,15 @@ def test_sum_of_others_both_branches(m):
 
 
 def _same(a, b, tol):
-    for name in ("belief", "uncertainty", "ignorance", "conflict", "step_conflict", "mean_pairwise_conflict", "confidence"):
+    for name in (
+        "belief",
+        "uncertainty",
+        "ignorance",
+        "conflict",
+        "step_conflict",
+        "mean_pairwise_conflict",
+        "confidence",
+    ):
         assert torch.allclose(getattr(a, name), getattr(b, name), atol=tol, rtol=0), name
     assert torch.equal(a.selected, b.selected)
 
@@ -24,7 +32,11 @@ def test_eager_fuse_evidence_equals_fuse(rule):
     ev = torch.rand(50, 5, 6, dtype=torch.float64) * 10
     cm = torch.rand(50, 6) > 0.3
     km = torch.rand(50, 5) > 0.3
-    _same(fuse_evidence(ev, 0.4, rule, cm, km), fuse(opinions_from_evidence(ev, cm, km), lam=0.4, rule=rule), 1e-12)
+    _same(
+        fuse_evidence(ev, 0.4, rule, cm, km),
+        fuse(opinions_from_evidence(ev, cm, km), lam=0.4, rule=rule),
+        1e-12,
+    )
     _same(fuse_evidence(ev, 0.4, rule), fuse(opinions_from_evidence(ev), lam=0.4, rule=rule), 1e-12)
 
 

@@ -32,6 +32,7 @@ def _close(x, y, tol=1e-12):
 
 # --- hand-computed cases -------------------------------------------------------------------------
 
+
 def test_design_test_vector_yager_and_dempster():
     # b1 = (0.6, 0), b2 = (0, 0.6), u = 0.4 each, K = 0.36
     ev = [[3.0, 0.0], [0.0, 3.0]]
@@ -102,6 +103,7 @@ def test_huge_evidence_keeps_masses_exact():
 
 # --- edge cases ----------------------------------------------------------------------------------
 
+
 def test_no_chunks_and_empty_frame_are_vacuous():
     for ev in (torch.zeros(0, 3), torch.zeros(4, 0), torch.zeros(0, 0)):
         r = fuse(opinions_from_evidence(ev))
@@ -149,7 +151,9 @@ def query_evidence(draw, max_k=6, max_m=5):
     return [[draw(evidence_value) for _ in range(m)] for _ in range(k)], m
 
 
-@given(query_evidence(), st.floats(0, 1), st.sampled_from(RULES), st.sampled_from([torch.float32, torch.float64]))
+@given(
+    query_evidence(), st.floats(0, 1), st.sampled_from(RULES), st.sampled_from([torch.float32, torch.float64])
+)
 def test_masses_are_a_distribution_and_decomposition_adds_up(q, lam, rule, dtype):
     ev, m = q
     r = fuse(opinions_from_evidence(torch.tensor(ev, dtype=dtype).reshape(len(ev), m)), lam=lam, rule=rule)
@@ -181,7 +185,12 @@ def test_lambda_one_equals_yager(q, dtype):
     op = opinions_from_evidence(torch.tensor(ev, dtype=dtype).reshape(len(ev), m))
     a, b = fuse(op, lam=1.0, rule="lambda"), fuse(op, rule="yager")
     tol = 1e-6 if dtype == torch.float32 else 1e-12
-    for x, y in ((a.belief, b.belief), (a.uncertainty, b.uncertainty), (a.conflict, b.conflict), (a.ignorance, b.ignorance)):
+    for x, y in (
+        (a.belief, b.belief),
+        (a.uncertainty, b.uncertainty),
+        (a.conflict, b.conflict),
+        (a.ignorance, b.ignorance),
+    ):
         assert torch.allclose(x, y, atol=tol, rtol=0)
 
 
@@ -190,7 +199,9 @@ def test_batched_with_padding_equals_per_query_loop(queries, lam, rule):
     items = [torch.tensor(ev, dtype=F64).reshape(len(ev), m) for ev, m in queries]
     evidence, claim_mask, chunk_mask = pad_evidence(items, num_claims=[m for _, m in queries])
     # garbage at padded positions must not matter, not even NaN
-    evidence = torch.where(claim_mask.unsqueeze(1) & chunk_mask.unsqueeze(2), evidence, torch.full_like(evidence, float("nan")))
+    evidence = torch.where(
+        claim_mask.unsqueeze(1) & chunk_mask.unsqueeze(2), evidence, torch.full_like(evidence, float("nan"))
+    )
     batched = fuse(opinions_from_evidence(evidence, claim_mask, chunk_mask), lam=lam, rule=rule)
     for i, x in enumerate(items):
         one = fuse(opinions_from_evidence(x), lam=lam, rule=rule)
@@ -223,6 +234,7 @@ def test_lambda_tensor_fuses_a_sweep_in_one_call():
 
 
 # --- differentiability ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("rule", RULES)
 def test_gradcheck_through_fuse(rule):

@@ -61,7 +61,10 @@ def test_claim_mask_ignores_padding_even_garbage():
     for kind in ("mse", "log", "digamma"):
         assert torch.allclose(edl_data_term(e, y, kind, mask), edl_data_term(E, Y, kind))
     assert torch.allclose(kl_dirichlet_uniform(e, None, mask), kl_dirichlet_uniform(E))
-    assert float(edl_loss(torch.zeros(1, 2), torch.zeros(1, 2), claim_mask=torch.zeros(1, 2, dtype=torch.bool))) == 0.0
+    assert (
+        float(edl_loss(torch.zeros(1, 2), torch.zeros(1, 2), claim_mask=torch.zeros(1, 2, dtype=torch.bool)))
+        == 0.0
+    )
 
 
 def test_row_mask_and_reductions():
@@ -105,7 +108,9 @@ def test_each_loss_decreases_on_a_toy_problem(loss_cls):
     assert all(b <= a + 1e-6 for a, b in zip(losses[10::10], losses[20::10])), losses[::10]
     ev = torch.nn.functional.softplus(model(x)).detach()
     labelled = ev[8:]
-    assert (labelled.gather(1, labels[8:, None]) > labelled.gather(1, 1 - labels[8:, None])).float().mean() > 0.9
+    assert (
+        labelled.gather(1, labels[8:, None]) > labelled.gather(1, 1 - labels[8:, None])
+    ).float().mean() > 0.9
 
 
 def test_all_zero_target_drives_evidence_down():

@@ -15,7 +15,9 @@ def test_hand_computed_opinion():
     assert op.vacuity.tolist() == [0.4, 0.5]
     assert op.alpha.tolist() == [[4.0, 1.0], [2.0, 2.0]]
     assert op.strength.tolist() == [5.0, 4.0]
-    assert torch.allclose(op.expected_probability, torch.tensor([[0.8, 0.2], [0.5, 0.5]], dtype=torch.float64))
+    assert torch.allclose(
+        op.expected_probability, torch.tensor([[0.8, 0.2], [0.5, 0.5]], dtype=torch.float64)
+    )
 
 
 def test_zero_evidence_is_vacuous_and_empty_frame_is_vacuous():
@@ -49,7 +51,9 @@ def test_sanitize_maps_bad_values_to_ignorance_and_warns():
 
 def test_bad_values_at_masked_positions_are_ignored():
     ev = torch.tensor([[[2.0, float("nan")], [float("nan"), float("nan")]]], dtype=torch.float64)
-    op = opinions_from_evidence(ev, claim_mask=torch.tensor([[True, False]]), chunk_mask=torch.tensor([[True, False]]))
+    op = opinions_from_evidence(
+        ev, claim_mask=torch.tensor([[True, False]]), chunk_mask=torch.tensor([[True, False]])
+    )
     assert op.belief.tolist() == [[[2 / 3, 0.0], [0.0, 0.0]]]
     assert op.vacuity.tolist() == [[1 / 3, 1.0]]
 
@@ -62,7 +66,11 @@ def test_shape_errors_are_clear():
 
 
 @given(
-    st.lists(st.lists(st.one_of(st.just(0.0), st.floats(0, 10), st.floats(0, 1e12)), min_size=3, max_size=3), min_size=1, max_size=5),
+    st.lists(
+        st.lists(st.one_of(st.just(0.0), st.floats(0, 10), st.floats(0, 1e12)), min_size=3, max_size=3),
+        min_size=1,
+        max_size=5,
+    ),
     st.sampled_from([torch.float32, torch.float64]),
 )
 def test_masses_sum_to_one(rows, dtype):

@@ -3,7 +3,17 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evidential import ABSTAIN, CONFLICT, DIRECT, ROUTES, ConfigError, UnknownNameError, fuse, opinions_from_evidence, route
+from evidential import (
+    ABSTAIN,
+    CONFLICT,
+    DIRECT,
+    ROUTES,
+    ConfigError,
+    UnknownNameError,
+    fuse,
+    opinions_from_evidence,
+    route,
+)
 
 
 def test_paper_policy_boundaries():
@@ -43,14 +53,17 @@ def test_bad_thresholds_and_policy():
 def test_decomposed_policy_separates_no_evidence_from_contradicting_evidence():
     # batch: (1) agreeing strong evidence, (2) only noise, (3) two strong contradicting chunks
     ev = torch.tensor(
-        [[[20.0, 0.0], [20.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]], [[20.0, 0.0], [0.0, 20.0]]], dtype=torch.float64
+        [[[20.0, 0.0], [20.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]], [[20.0, 0.0], [0.0, 20.0]]],
+        dtype=torch.float64,
     )
     res = fuse(opinions_from_evidence(ev), rule="yager")
     assert res.uncertainty[2] > 0.65 and res.conflict[2] > res.ignorance[2]
     assert route(res, policy="paper").names == ["direct", "abstain", "abstain"]
     assert route(res, policy="decomposed").names == ["direct", "abstain", "conflict"]
     # a FusionResult as the first argument is the same as passing it as `fusion`
-    assert torch.equal(route(res.uncertainty, policy="decomposed", fusion=res).ids, route(res, policy="decomposed").ids)
+    assert torch.equal(
+        route(res.uncertainty, policy="decomposed", fusion=res).ids, route(res, policy="decomposed").ids
+    )
 
 
 def test_decomposed_policy_keeps_eq15_when_ignorance_dominates():

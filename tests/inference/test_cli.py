@@ -31,15 +31,27 @@ def test_fuse_yager_design_vector():
 
 
 def test_fuse_flags_config_and_claim_names(tmp_path):
-    out = _json(runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--rule", "dempster", "--claims", "Paris,Lyon", "--json"]))
+    out = _json(
+        runner.invoke(
+            app, ["fuse", "-e", "[[3,0],[0,3]]", "--rule", "dempster", "--claims", "Paris,Lyon", "--json"]
+        )
+    )
     assert out["fused"]["belief"] == {"Paris": 0.375, "Lyon": 0.375} and out["route"] == "direct"
-    out = _json(runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--config", "paper", "--set", "fusion.lam=0", "--json"]))
+    out = _json(
+        runner.invoke(
+            app, ["fuse", "-e", "[[3,0],[0,3]]", "--config", "paper", "--set", "fusion.lam=0", "--json"]
+        )
+    )
     assert out["U_global"] == 0.16 and out["config"]["lam"] == 0.0
-    out = _json(runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--set", "fusion.lam=0", "--lam", "1", "--json"]))
+    out = _json(
+        runner.invoke(app, ["fuse", "-e", "[[3,0],[0,3]]", "--set", "fusion.lam=0", "--lam", "1", "--json"])
+    )
     assert out["U_global"] == 0.52  # explicit flags win over --set
     f = tmp_path / "ev.json"
     f.write_text("[[20, 0], [0, 20]]")
-    out = _json(runner.invoke(app, ["fuse", "-e", f"@{f}", "--rule", "yager", "--policy", "decomposed", "--json"]))
+    out = _json(
+        runner.invoke(app, ["fuse", "-e", f"@{f}", "--rule", "yager", "--policy", "decomposed", "--json"])
+    )
     assert out["route"] == "conflict" and out["U_global"] > 0.65
 
 
@@ -61,7 +73,7 @@ def test_fuse_bad_input_exits_2_with_a_message():
         (["-e", "[[3,0],[0"], "not valid JSON"),
         (["-e", "[[3,0],[0]]"], "different lengths"),
         (["-e", "[[3,-1]]"], "--evidence[0, 1]"),
-        (["-e", "[[3,\"x\"]]"], "not a number"),
+        (["-e", '[[3,"x"]]'], "not a number"),
         (["-e", "[[3,0]]", "--lam", "2"], "fusion.lam"),
         (["-e", "[[3,0]]", "--tau1", "0.8"], "tau1"),
         (["-e", "[[3,0]]", "--rule", "avg"], "fusion.rule"),
@@ -94,8 +106,18 @@ def test_demo_writes_its_output_folder(tmp_path):
     rows = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
     assert len(rows) == 36
     row = rows[0]
-    for key in ("query", "route", "selected_claim", "fused_masses", "U_global", "ignorance", "conflict",
-                "mean_pairwise_conflict", "confidence", "chunk_evidence"):
+    for key in (
+        "query",
+        "route",
+        "selected_claim",
+        "fused_masses",
+        "U_global",
+        "ignorance",
+        "conflict",
+        "mean_pairwise_conflict",
+        "confidence",
+        "chunk_evidence",
+    ):
         assert key in row
     assert abs(sum(row["fused_masses"].values()) + row["U_global"] - 1) < 1e-5
     run = json.loads((out_dir / "run.json").read_text())
@@ -103,8 +125,21 @@ def test_demo_writes_its_output_folder(tmp_path):
 
 
 def test_demo_on_the_shared_file_and_bad_data(shared_data, tmp_path):
-    summary = _json(runner.invoke(app, ["demo", "--data", str(shared_data / "ramdocs" / "RAMDocs_test.jsonl"),
-                                        "--output", str(tmp_path / "d"), "--json", "--set", "fusion.policy=decomposed"]))
+    summary = _json(
+        runner.invoke(
+            app,
+            [
+                "demo",
+                "--data",
+                str(shared_data / "ramdocs" / "RAMDocs_test.jsonl"),
+                "--output",
+                str(tmp_path / "d"),
+                "--json",
+                "--set",
+                "fusion.policy=decomposed",
+            ],
+        )
+    )
     assert summary["by_kind"]["all"]["n"] == 347
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": 1}\n')

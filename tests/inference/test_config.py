@@ -6,7 +6,13 @@ from inference.config import CONFIG_DIR, RunConfig, apply_overrides, load_config
 
 def test_defaults_are_the_paper_fusion_setting():
     cfg = load_config()
-    assert (cfg.fusion.lam, cfg.fusion.tau1, cfg.fusion.tau2, cfg.fusion.rule, cfg.fusion.policy) == (0.6, 0.35, 0.65, "lambda", "paper")
+    assert (cfg.fusion.lam, cfg.fusion.tau1, cfg.fusion.tau2, cfg.fusion.rule, cfg.fusion.policy) == (
+        0.6,
+        0.35,
+        0.65,
+        "lambda",
+        "paper",
+    )
     assert cfg.k == 5
 
 
@@ -14,7 +20,9 @@ def test_paper_yaml_holds_table14():
     cfg = load_config("paper")
     assert cfg == load_config(CONFIG_DIR / "paper.yaml")
     assert cfg.k == 5 and cfg.fusion.lam == 0.6 and (cfg.fusion.tau1, cfg.fusion.tau2) == (0.35, 0.65)
-    assert cfg.models.embedder == "BAAI/bge-large-en-v1.5" and cfg.models.reranker == "BAAI/bge-reranker-v2-m3"
+    assert (
+        cfg.models.embedder == "BAAI/bge-large-en-v1.5" and cfg.models.reranker == "BAAI/bge-reranker-v2-m3"
+    )
     assert "Llama-3-8B-Instruct" in cfg.models.evaluator
 
 
@@ -24,7 +32,9 @@ def test_cpu_yaml_equals_the_embedded_defaults():
 
 def test_overrides_are_typed_yaml_scalars():
     cfg = load_config("paper", ["fusion.lam=0.25", "fusion.rule=yager", "k=3", "models.reranker=null"])
-    assert cfg.fusion.lam == 0.25 and cfg.fusion.rule == "yager" and cfg.k == 3 and cfg.models.reranker is None
+    assert (
+        cfg.fusion.lam == 0.25 and cfg.fusion.rule == "yager" and cfg.k == 3 and cfg.models.reranker is None
+    )
     assert isinstance(load_config(None, ["fusion.lam=1"]).fusion.lam, float)
 
 
@@ -77,5 +87,15 @@ def test_fusion_config_help_and_round_trip():
     assert set(FusionConfig.help()) == {"lam", "rule", "tau1", "tau2", "policy", "sanitize"}
     assert all(FusionConfig.help().values())
     cfg = load_config("paper")
-    assert load_config(None, [f"{sec}.{k}={v if v is not None else 'null'}" for sec in ("fusion", "models", "evidence")
-                              for k, v in to_dict(cfg)[sec].items()] + ["k=5"]) == cfg
+    assert (
+        load_config(
+            None,
+            [
+                f"{sec}.{k}={v if v is not None else 'null'}"
+                for sec in ("fusion", "models", "evidence")
+                for k, v in to_dict(cfg)[sec].items()
+            ]
+            + ["k=5"],
+        )
+        == cfg
+    )

@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from evidential import fuse, opinions_from_evidence, route
-from inference.ramdocs import SAMPLE_PATH, DataError, label_evidence, load_ramdocs, normalize_answer, record_kind
+from inference.ramdocs import (
+    SAMPLE_PATH,
+    DataError,
+    label_evidence,
+    load_ramdocs,
+    normalize_answer,
+    record_kind,
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +39,30 @@ def test_label_evidence_of_a_real_record(records):
 
 
 def test_all_documents_agree_routes_direct(records):
-    agree = [r for r in records if record_kind(r) == "agree" and any(d["type"] == "correct" for d in r["documents"])]
+    agree = [
+        r
+        for r in records
+        if record_kind(r) == "agree" and any(d["type"] == "correct" for d in r["documents"])
+    ]
     assert len(agree) >= 20
     for rec in agree:
         le = label_evidence(rec)
         res = _fused(le)
         assert route(res).names == "direct", rec["question"]
         assert float(res.conflict) == pytest.approx(0.0, abs=1e-12)
-        assert normalize_answer(le.claims[int(res.selected)]) in {normalize_answer(g) for g in rec["gold_answers"]}
+        assert normalize_answer(le.claims[int(res.selected)]) in {
+            normalize_answer(g) for g in rec["gold_answers"]
+        }
 
 
 def test_misinformation_raises_uncertainty_and_conflict(records):
-    mis = [r for r in records if record_kind(r) == "misinformation" and len(r["gold_answers"]) == 1
-           and any(d["type"] == "correct" for d in r["documents"])]
+    mis = [
+        r
+        for r in records
+        if record_kind(r) == "misinformation"
+        and len(r["gold_answers"]) == 1
+        and any(d["type"] == "correct" for d in r["documents"])
+    ]
     assert len(mis) >= 20
     agree_u = []
     for rec in mis:
@@ -103,10 +121,14 @@ def test_shipped_sample_is_a_subset_of_the_shared_file(records):
 
 def test_bad_files_name_file_line_and_field(tmp_path):
     p = tmp_path / "bad.jsonl"
-    p.write_text('{"question": "q", "documents": [], "gold_answers": [], "wrong_answers": []}\n{"question": 3}\n')
+    p.write_text(
+        '{"question": "q", "documents": [], "gold_answers": [], "wrong_answers": []}\n{"question": 3}\n'
+    )
     with pytest.raises(DataError, match=r"bad.jsonl:2: .*'documents'|bad.jsonl:2: field 'question'"):
         load_ramdocs(p)
-    p.write_text('{"question": "q", "documents": [{"text": "t", "type": "fake", "answer": "a"}], "gold_answers": [], "wrong_answers": []}\n')
+    p.write_text(
+        '{"question": "q", "documents": [{"text": "t", "type": "fake", "answer": "a"}], "gold_answers": [], "wrong_answers": []}\n'
+    )
     with pytest.raises(DataError, match=r"bad.jsonl:1: documents\[0\].type"):
         load_ramdocs(p)
     p.write_text("{not json\n")
