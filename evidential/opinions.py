@@ -171,7 +171,7 @@ def opinions_from_evidence(
         InvalidEvidenceError: NaN, infinite or negative evidence at an unmasked position.
 
     Example:
-        >>> op = opinions_from_evidence(torch.tensor([[3.0, 0.0], [0.0, 3.0]]))
+        >>> op = opinions_from_evidence(torch.tensor([[3.0, 0.0], [0.0, 3.0]], dtype=torch.float64))
         >>> op.belief.tolist(), op.vacuity.tolist()
         ([[0.6, 0.0], [0.0, 0.6]], [0.4, 0.4])
     """

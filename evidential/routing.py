@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import ConfigError
+from .errors import ConfigError, InvalidEvidenceError
 from .fusion import FusionResult
 from .registry import Registry
 
@@ -121,5 +121,5 @@ def route(
     if not u.is_floating_point():
         u = u.to(torch.get_default_dtype())
     if bool(torch.isnan(u).any()):
-        raise ConfigError("uncertainty contains NaN; fuse valid opinions before routing")
+        raise InvalidEvidenceError("uncertainty contains NaN; fuse valid opinions before routing")
     return Routing(ids=fn(u, tau1, tau2, fusion), policy=policy)

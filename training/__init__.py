@@ -1,0 +1,4 @@
+"""Learned evaluator, data builders, trainers and calibration (built on :mod:`evidential`).
+
+Dependencies point one way: ``inference → training → evidential``.
+"""

@@ -11,8 +11,18 @@ from .functional import edl_loss
 class EDLLoss(nn.Module):
     """Base class: holds the annealing state and delegates ``forward`` to :func:`edl_loss`.
 
-    Subclasses only fix ``kind``. Call :meth:`set_step` (e.g. once per epoch or optimizer step) to advance
-    the KL annealing.
+    Each row (chunk) gets the data term of the subclass's ``kind`` plus the regularizer
+    ``KL(Dir(α̃) ‖ Dir(1))`` weighted by ``kl_weight · min(1, step / annealing_steps)``; rows with an
+    all-zero target (the chunk supports nothing) get only ``null_kl_weight · KL``, which drives their
+    evidence to zero. Call :meth:`set_step` (e.g. once per epoch or optimizer step) to advance the annealing.
+
+    Args:
+        annealing_steps: Steps (or epochs) until the KL coefficient reaches 1 (0: full weight at once).
+        kl_weight: Weight of the regularizer on labelled rows.
+        null_kl_weight: Weight of the (unannealed) regularizer on rows with an all-zero target.
+        reduction: ``"mean"`` over real rows, ``"sum"`` or ``"none"``.
+
+    ``forward(evidence [..., M], target [..., M], claim_mask=None [..., M], row_mask=None [...])``.
     """
 
     kind: str = "mse"

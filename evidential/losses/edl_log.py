@@ -1,4 +1,4 @@
-"""The Log form of the evidential (EDL) loss."""
+"""The log-likelihood form of the evidential (EDL) loss."""
 
 from __future__ import annotations
 
@@ -6,31 +6,23 @@ from .base import EDLLoss
 
 
 class EDLLogLoss(EDLLoss):
-    """EDL loss with the type-II maximum likelihood, Σ_j y_j (log S − log α_j) (Sensoy et al. Eq 3).
+    """Type-II maximum likelihood of the Dirichlet: ``Σ_j y_j (log S − log α_j)``.
 
-    Plus the annealed regularizer ``KL(Dir(α̃) ‖ Dir(1))``. Chunks with an all-zero target (they support
-    nothing) get only the regularizer, which drives their evidence to zero.
+    The negative log of the expected probability of the labelled claims; unbounded when the model puts
+    no evidence on the target.
 
     Args:
-        annealing_steps: Steps (or epochs) until the KL coefficient ``min(1, step / annealing_steps)`` reaches 1.
-        kl_weight: Weight of the regularizer on labelled chunks.
-        null_kl_weight: Weight of the (unannealed) regularizer on chunks with an all-zero target.
-        reduction: ``"mean"`` over real rows, ``"sum"`` or ``"none"``.
-
-    Inputs to ``forward``: ``evidence`` ``[..., M]`` (``>= 0``), ``target`` ``[..., M]`` (one-/multi-hot or
-    all-zero), optional ``claim_mask`` ``[..., M]`` and ``row_mask`` ``[...]``.
+        **kwargs: As for every EDL loss: annealing, the two KL weights and the reduction (:class:`EDLLoss`).
 
     References:
-        Sensoy, Kaplan, Kandemir. *Evidential Deep Learning to Quantify Classification Uncertainty*.
-        NeurIPS 2018. https://arxiv.org/abs/1806.01768
+        Sensoy et al., NeurIPS 2018, Eq. 3 (https://arxiv.org/abs/1806.01768).
 
     Example:
         >>> import torch
-        >>> loss = EDLLogLoss(annealing_steps=10)
-        >>> evidence = torch.tensor([[4.0, 0.5, 0.0], [0.2, 0.1, 0.0]], requires_grad=True)
-        >>> target = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # 2nd chunk supports nothing
-        >>> value = loss(evidence, target, claim_mask=torch.tensor([True, True, False]))
-        >>> value.backward()
+        >>> evidence = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+        >>> target = torch.tensor([[1.0, 0.0], [0.0, 0.0]])  # the 2nd chunk supports nothing
+        >>> EDLLogLoss(annealing_steps=0, reduction="none")(evidence, target).shape
+        torch.Size([2])
     """
 
     kind = "log"

@@ -1,4 +1,4 @@
-"""The MSE form of the evidential (EDL) loss."""
+"""The squared-error form of the evidential (EDL) loss."""
 
 from __future__ import annotations
 
@@ -6,31 +6,23 @@ from .base import EDLLoss
 
 
 class EDLMSELoss(EDLLoss):
-    """EDL loss with the Bayes risk of the squared error, Σ_j (y_j − p_j)² + p_j(1 − p_j)/(S + 1) with p = α/S (Sensoy et al. Eq 5). Bounded per row, the most stable of the three in practice.
+    """Bayes risk of the squared error: ``Σ_j (y_j − p_j)² + p_j(1 − p_j)/(S + 1)`` with ``p = α/S``.
 
-    Plus the annealed regularizer ``KL(Dir(α̃) ‖ Dir(1))``. Chunks with an all-zero target (they support
-    nothing) get only the regularizer, which drives their evidence to zero.
+    Bounded per row, so it is the most stable of the three forms; the annealed ``KL(Dir(α̃) ‖ Dir(1))``
+    term is added as described in :class:`EDLLoss`.
 
     Args:
-        annealing_steps: Steps (or epochs) until the KL coefficient ``min(1, step / annealing_steps)`` reaches 1.
-        kl_weight: Weight of the regularizer on labelled chunks.
-        null_kl_weight: Weight of the (unannealed) regularizer on chunks with an all-zero target.
-        reduction: ``"mean"`` over real rows, ``"sum"`` or ``"none"``.
-
-    Inputs to ``forward``: ``evidence`` ``[..., M]`` (``>= 0``), ``target`` ``[..., M]`` (one-/multi-hot or
-    all-zero), optional ``claim_mask`` ``[..., M]`` and ``row_mask`` ``[...]``.
+        **kwargs: ``annealing_steps``, ``kl_weight``, ``null_kl_weight``, ``reduction`` (see :class:`EDLLoss`).
 
     References:
-        Sensoy, Kaplan, Kandemir. *Evidential Deep Learning to Quantify Classification Uncertainty*.
-        NeurIPS 2018. https://arxiv.org/abs/1806.01768
+        Sensoy, Kaplan, Kandemir. Evidential Deep Learning to Quantify Classification Uncertainty.
+        NeurIPS 2018, Eq. 5. https://arxiv.org/abs/1806.01768
 
     Example:
         >>> import torch
-        >>> loss = EDLMSELoss(annealing_steps=10)
-        >>> evidence = torch.tensor([[4.0, 0.5, 0.0], [0.2, 0.1, 0.0]], requires_grad=True)
-        >>> target = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # 2nd chunk supports nothing
-        >>> value = loss(evidence, target, claim_mask=torch.tensor([True, True, False]))
-        >>> value.backward()
+        >>> loss = EDLMSELoss()
+        >>> round(loss(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0]])).item(), 4)  # α = (2, 1): 1/3
+        0.3333
     """
 
     kind = "mse"

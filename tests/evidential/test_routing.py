@@ -9,6 +9,7 @@ from evidential import (
     DIRECT,
     ROUTES,
     ConfigError,
+    InvalidEvidenceError,
     UnknownNameError,
     fuse,
     opinions_from_evidence,
@@ -46,7 +47,7 @@ def test_bad_thresholds_and_policy():
         route(0.5, policy="bogus")
     with pytest.raises(ConfigError, match="fusion="):
         route(0.5, policy="decomposed")
-    with pytest.raises(ConfigError, match="NaN"):
+    with pytest.raises(InvalidEvidenceError, match="NaN"):
         route(float("nan"))
 
 
