@@ -1,0 +1,18 @@
+"""Model backends behind one interface (:mod:`.base`); each module registers its factory in ``BACKENDS``."""
+
+from .base import BACKENDS, Backend, BackendConfig, BackendError, Generation, GenerationConfig, Prompt, load_backend
+from .models import PACKAGED_MODELS, ModelRef, resolve_model
+
+__all__ = [
+    "BACKENDS",
+    "PACKAGED_MODELS",
+    "Backend",
+    "BackendConfig",
+    "BackendError",
+    "Generation",
+    "GenerationConfig",
+    "ModelRef",
+    "Prompt",
+    "load_backend",
+    "resolve_model",
+]
