@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from evidential.errors import EvidentialError
+from .types import DataError
 
 __all__ = [
     "DOC_TYPES",
@@ -35,10 +35,6 @@ __all__ = [
 
 SAMPLE_PATH = Path(__file__).resolve().parent / "data" / "ramdocs_sample.jsonl"
 DOC_TYPES = ("correct", "misinfo", "noise")
-
-
-class DataError(EvidentialError):
-    """A data file or record that does not follow its documented format."""
 
 
 def normalize_answer(text: str) -> str:

@@ -1,0 +1,275 @@
+"""Conservative validation and repair of the prompt evaluator's JSON output.
+
+Repairs (each marks the decision ``repaired``): code fences; text before or after the object; single
+quotes / Python literals; a truncated object (open string and brackets closed, a dangling member dropped);
+numbers as strings; out-of-range evidence clamped to 0-10; unknown keys dropped; unknown claim references
+(``C9`` with no C9 in the inventory) dropped; evidence given without a supported claim zeroed.
+
+When repair fails the decision *fails*: stance ``irrelevant``, no claim, evidence 0 — ignorance, never hidden
+support — and it is flagged. :func:`parse_decision` never raises.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .contract import EVIDENCE_MAX
+
+__all__ = ["ParsedDecision", "parse_decision"]
+
+MAX_CHARS = 20_000
+_FIELDS = ("claim", "answer", "stance", "rationale", "evidence")
+_STANCE_SYNONYMS = {"supports": "supports", "support": "supports", "supported": "supports",
+                    "refutes": "refutes", "refute": "refutes", "refuted": "refutes",
+                    "irrelevant": "irrelevant", "not relevant": "irrelevant", "none": "irrelevant"}
+_REF = re.compile(r"^\s*\[?C(\d{1,4})\]?\s*$", re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.DOTALL)
+
+
+@dataclass
+class ParsedDecision:
+    """One chunk decision after validation/repair (see :class:`inference.types.ChunkEvidence`)."""
+
+    claim: str | None = None
+    answer: str | None = None
+    stance: str = "irrelevant"
+    rationale: str = ""
+    evidence: float = 0.0
+    valid: bool = False
+    repaired: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return not self.valid and not self.repaired
+
+
+def _failed(errors: list[str], msg: str) -> ParsedDecision:
+    return ParsedDecision(errors=[*errors, msg])
+
+
+def _scan_object(s: str) -> tuple[str, bool]:
+    """The first ``{...}`` in ``s`` (string-aware); returns (text, complete). Incomplete objects get closed."""
+    start = s.find("{")
+    if start < 0:
+        return "", False
+    stack: list[str] = []
+    in_str = False
+    quote = ""
+    esc = False
+    last_comma = -1  # index of the last top-level comma outside strings
+    for i in range(start, len(s)):
+        ch = s[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                in_str = False
+            continue
+        if ch in "\"'":
+            in_str, quote = True, ch
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack or stack[-1] != ch:
+                return s[start : i + 1], False
+            stack.pop()
+            if not stack:
+                return s[start : i + 1], True
+        elif ch == "," and len(stack) == 1:
+            last_comma = i
+    # truncated: close what is open; if the last member is cut, drop it
+    body = s[start:]
+    closed = body + (quote if in_str else "") + "".join(reversed(stack))
+    try:
+        json.loads(closed)
+        return closed, False
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    if last_comma > start:
+        trimmed = s[start:last_comma]
+        return trimmed + "".join(reversed(_open_stack(trimmed))), False
+    return closed, False
+
+
+def _open_stack(s: str) -> list[str]:
+    stack: list[str] = []
+    in_str, quote, esc = False, "", False
+    for ch in s:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                in_str = False
+        elif ch in "\"'":
+            in_str, quote = True, ch
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+    return stack
+
+
+def _loads_lenient(candidate: str) -> object:
+    try:
+        return json.loads(candidate)
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    py = re.sub(r"\bnull\b", "None", candidate)
+    py = re.sub(r"\btrue\b", "True", py)
+    py = re.sub(r"\bfalse\b", "False", py)
+    try:
+        return ast.literal_eval(py)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _extract(text: str) -> tuple[object, bool, list[str]]:
+    """(object, parsed strictly, errors)."""
+    stripped = text.strip()
+    try:
+        return json.loads(stripped), True, []
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    errors = ["not strict JSON"]
+    m = _FENCE.search(stripped)
+    if m:
+        stripped = m.group(1)
+        errors.append("code fence removed")
+    candidate, complete = _scan_object(stripped)
+    if not candidate:
+        return None, False, [*errors, "no JSON object found"]
+    if not complete:
+        errors.append("truncated object closed")
+    return _loads_lenient(candidate), False, errors
+
+
+def _as_number(v: object) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _as_text(v: object) -> tuple[str | None, bool]:
+    """(text, coerced) for optional string fields: strings are stripped (empty → None), numbers become
+    text (coerced), anything else is dropped (coerced)."""
+    if v is None:
+        return None, False
+    if isinstance(v, str):
+        return (v.strip() or None), False
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return (str(int(v)) if float(v).is_integer() else str(v)), True
+    return None, True
+
+
+def parse_decision(text: object, inventory: Sequence[str] = ()) -> ParsedDecision:
+    """Validate (and conservatively repair) one evaluator output. Never raises.
+
+    Args:
+        text: The model's raw output.
+        inventory: The claim inventory shown in the prompt (``C1`` = ``inventory[0]``).
+
+    Returns:
+        A :class:`ParsedDecision`; ``failed`` ones carry zero evidence.
+    """
+    try:
+        return _parse(text, inventory)
+    except Exception as exc:  # noqa: BLE001 - the contract is "never raises"; a bug here must not leak support
+        return _failed([], f"parser error: {type(exc).__name__}")
+
+
+def _parse(text: object, inventory: Sequence[str]) -> ParsedDecision:
+    if not isinstance(text, str):
+        return _failed([], f"output is {type(text).__name__}, not text")
+    if len(text) > MAX_CHARS:
+        return _failed([], f"output longer than {MAX_CHARS} characters")
+    obj, strict, errors = _extract(text)
+    if not isinstance(obj, dict):
+        return _failed(errors, "output is not a JSON object")
+    repaired = not strict
+    extra = [k for k in obj if k not in _FIELDS]
+    if extra:
+        errors.append(f"unknown keys dropped: {', '.join(map(str, extra[:5]))}")
+        repaired = True
+    # stance (required)
+    stance_raw = obj.get("stance")
+    if not isinstance(stance_raw, str):
+        return _failed(errors, "missing or non-text stance")
+    stance = _STANCE_SYNONYMS.get(stance_raw.strip().lower())
+    if stance is None:
+        return _failed(errors, f"unknown stance {stance_raw[:40]!r}")
+    if stance != stance_raw:
+        errors.append("stance normalized")
+        repaired = True
+    # evidence (required)
+    if "evidence" not in obj:
+        return _failed(errors, "missing evidence")
+    ev = _as_number(obj["evidence"])
+    if ev is None or not math.isfinite(ev):
+        return _failed(errors, "evidence is not a finite number")
+    if not isinstance(obj["evidence"], int) or isinstance(obj["evidence"], bool):
+        errors.append("evidence coerced to a number")
+        repaired = True
+    if ev < 0 or ev > EVIDENCE_MAX:
+        errors.append(f"evidence {ev:g} clamped to 0-{EVIDENCE_MAX}")
+        ev = min(max(ev, 0.0), float(EVIDENCE_MAX))
+        repaired = True
+    # optional texts
+    fields: dict[str, str | None] = {}
+    for key in ("claim", "answer", "rationale"):
+        if key not in obj:
+            errors.append(f"missing {key}")
+            repaired = True
+        value, coerced = _as_text(obj.get(key))
+        if coerced or (key == "rationale" and key in obj and not isinstance(obj[key], str)):
+            errors.append(f"{key} coerced to text or dropped")
+            repaired = True
+        fields[key] = value
+    claim = fields["claim"]
+    if claim is not None:
+        ref = _REF.match(claim)
+        if ref:
+            n = int(ref.group(1))
+            if 1 <= n <= len(inventory):
+                claim = inventory[n - 1]
+            else:
+                errors.append(f"unknown claim reference {claim!r} dropped")
+                claim = None
+                repaired = True
+        elif len(claim) > 200:
+            claim = claim[:200]
+            errors.append("claim truncated")
+            repaired = True
+    rationale = (fields["rationale"] or "")[:300]
+    answer = fields["answer"]
+    if answer is not None and len(answer) > 100:
+        answer, repaired = answer[:100], True
+        errors.append("answer truncated")
+    # singleton evidence only for a claim the chunk supports
+    if stance == "supports" and claim is None and answer is not None and not _REF.match(answer):
+        claim = answer
+        errors.append("claim taken from answer")
+        repaired = True
+    if ev > 0 and (stance != "supports" or claim is None):
+        errors.append("evidence without a supported claim zeroed")
+        ev = 0.0
+        repaired = True
+    if stance != "supports":
+        claim = claim if stance == "refutes" else None
+    return ParsedDecision(claim, answer, stance, rationale, ev, valid=not repaired, repaired=repaired, errors=errors)
