@@ -282,5 +282,69 @@ def demo_cmd(
     console.print(f"wrote {output}/records.jsonl, summary.json, run.json")
 
 
+@app.command("ask")
+def ask_cmd(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    chunks: Annotated[Path, typer.Option("--chunks", help="JSONL of retrieved chunks: id, text, optional source, rank, score.")],
+    evaluator: Annotated[str | None, typer.Option(help="Evaluator name (prompt; learned once shipped).")] = None,
+    candidates: Annotated[
+        str | None, typer.Option(help="Candidate claims that open the inventory: JSON list or comma-separated (e.g. yes,no).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer record as one JSON object.")] = False,
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+) -> None:
+    """Evaluate the given chunks, align claims, fuse, route and print the answer record."""
+    import time
+
+    from .answer import answer_record
+    from .evaluators import build_evaluator
+    from .types import load_chunks
+
+    extra = [f"evaluator.name={evaluator}"] if evaluator else []
+    cfg = _load(config, overrides, extra)
+    if not question.strip():
+        _fail("QUESTION is empty")
+    cand = _parse_claims(candidates, None) if candidates is not None else []
+    try:
+        rows = load_chunks(chunks)[: cfg.k]
+        t0 = time.perf_counter()
+        ev = build_evaluator(cfg.evaluator)
+        t_load = time.perf_counter() - t0
+        result = ev.evaluate(question, rows, cand)
+        record = answer_record(result, cfg.fusion, question)
+    except EvidentialError as exc:
+        _fail(str(exc))
+    except RuntimeError as exc:  # backend errors carry what to fix
+        _fail(f"{type(exc).__name__}: {exc}")
+    record["timings"] = {"load_evaluator": round(t_load, 6), **record["timings"]}
+    if as_json:
+        console.print_json(json.dumps(record, ensure_ascii=False))
+        return
+    t = Table(title=f"Q: {question}")
+    t.add_column("chunk")
+    t.add_column("stance")
+    t.add_column("claim")
+    t.add_column("evidence", justify="right")
+    t.add_column("output")
+    for c in record["chunks"]:
+        status = "valid" if c["valid"] else "repaired" if c["repaired"] else "failed"
+        t.add_row(c["chunk_id"], c["stance"], str(c["claim"]), ", ".join(f"{v:g}" for v in c["evidence"].values()) or "0", status)
+    console.print(t)
+    for c in record["claims"]:
+        console.print(f"  m({c['text']}) = {c['mass']:.3f}  [{', '.join(c['chunk_ids'])}]", highlight=False)
+    console.print(
+        f"U_global = {record['uncertainty']:.3f} (ignorance {record['ignorance']:.3f} + conflict {record['conflict']:.3f}); "
+        f"K̄ = {record['mean_pairwise_conflict']:.3f}; route: [bold]{record['route']}[/]",
+        highlight=False,
+    )
+    console.print(f"[bold]answer:[/] {record['response']}", highlight=False)
+    console.print(
+        f"{record['logical_decisions']} logical decisions, {record['batched_passes']} batched pass(es); "
+        + ", ".join(f"{k} {v:.2f}s" for k, v in record["timings"].items()),
+        highlight=False,
+    )
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -16,3 +16,6 @@ __all__ = [
     "load_backend",
     "resolve_model",
 ]
+
+# register the backends (each imports its heavy library lazily, when chosen)
+from . import openai_http, transformers_backend, vllm_backend  # noqa: E402,F401

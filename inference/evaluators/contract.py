@@ -23,10 +23,10 @@ EVIDENCE_MAX = 10
 OUTPUT_SCHEMA: dict = {
     "type": "object",
     "properties": {
-        "claim": {"anyOf": [{"type": "string", "maxLength": 200}, {"type": "null"}]},
-        "answer": {"anyOf": [{"type": "string", "maxLength": 100}, {"type": "null"}]},
+        "claim": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]},
         "stance": {"type": "string", "enum": ["supports", "refutes", "irrelevant"]},
-        "rationale": {"type": "string", "maxLength": 300},
+        "rationale": {"type": "string"},
         "evidence": {"type": "integer", "enum": list(range(EVIDENCE_MAX + 1))},
     },
     "required": ["claim", "answer", "stance", "rationale", "evidence"],

@@ -1,0 +1,87 @@
+"""From an evaluation to the answer record: opinions → fusion → routing → a templated response.
+
+The pipeline issue adds retrieval and an LLM generator; this module is the part every entry point shares:
+it fuses an :class:`~inference.evaluators.base.EvaluationResult`, routes it and renders the answer record
+(DESIGN.md §3). ``response`` comes from the deterministic template of the route.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from evidential import FusionConfig, fuse, opinions_from_evidence, route
+
+from .evaluators.base import EvaluationResult
+
+__all__ = ["answer_record", "template_response"]
+
+
+def _r(x: float) -> float:
+    return round(float(x), 6)
+
+
+def template_response(route_name: str, claims: list[dict[str, Any]], answer: str | None) -> str:
+    """A deterministic, LLM-free rendering of the three routes (paper §3.5)."""
+    ranked = sorted((c for c in claims if c["mass"] > 0), key=lambda c: -c["mass"])
+    if route_name == "direct" and answer is not None:
+        top = next(c for c in ranked if c["text"] == answer)
+        return f"{answer} [sources: {', '.join(top['chunk_ids'])}]"
+    if route_name == "conflict" and ranked:
+        parts = [f"{c['text']} (mass {c['mass']:.2f}; sources: {', '.join(c['chunk_ids'])})" for c in ranked]
+        return "The sources disagree; competing answers: " + "; ".join(parts) + "."
+    return (
+        "I cannot answer reliably: the retrieved sources do not give enough consistent evidence. "
+        "A source that states the answer explicitly would be needed."
+    )
+
+
+def answer_record(result: EvaluationResult, fusion: FusionConfig, question: str | None = None) -> dict[str, Any]:
+    """Fuse and route one evaluation and return the answer record (JSON-ready)."""
+    t0 = time.perf_counter()
+    ops = opinions_from_evidence(result.evidence, sanitize=fusion.sanitize)
+    res = fuse(ops, lam=fusion.lam, rule=fusion.rule)
+    decision = route(res, fusion.tau1, fusion.tau2, fusion.policy).names
+    t_fuse = time.perf_counter() - t0
+    sel = int(res.selected)
+    answer = result.claims[sel].text if sel >= 0 else None
+    claims = [
+        {"id": c.id, "text": c.text, "mass": _r(res.belief[j]), "chunk_ids": list(c.chunk_ids), "forms": list(c.forms)}
+        for j, c in enumerate(result.claims)
+    ]
+    return {
+        "question": question if question is not None else result.query,
+        "response": template_response(decision, claims, answer),
+        "route": decision,
+        "answer": answer,
+        "claims": claims,
+        "uncertainty": _r(res.uncertainty),
+        "ignorance": _r(res.ignorance),
+        "conflict": _r(res.conflict),
+        "mean_pairwise_conflict": _r(res.mean_pairwise_conflict),
+        "confidence": _r(res.confidence),
+        "step_conflict": [_r(x) for x in res.step_conflict],
+        "chunks": [
+            {
+                "chunk_id": d.chunk_id,
+                "rank": c.rank,
+                "source": c.source,
+                "claim": d.claim,
+                "answer": d.answer,
+                "stance": d.stance,
+                "rationale": d.rationale,
+                "evidence": {k: _r(v) for k, v in d.evidence.items()},
+                "valid": d.valid,
+                "repaired": d.repaired,
+                "errors": d.errors,
+            }
+            for d, c in zip(result.decisions, result.chunks)
+        ],
+        "output_counts": dict(result.counts),
+        "timings": {**{k: _r(v) for k, v in result.timings.items()}, "fuse_route": _r(t_fuse)},
+        "logical_decisions": result.logical_decisions,
+        "batched_passes": result.batched_passes,
+        "evaluator": result.evaluator,
+        "evaluator_meta": result.meta,
+        "fusion": {"rule": fusion.rule, "lam": fusion.lam, "tau1": fusion.tau1, "tau2": fusion.tau2, "policy": fusion.policy},
+    }

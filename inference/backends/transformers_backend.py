@@ -1,0 +1,152 @@
+"""Hugging Face transformers backend: hub ids, local folders and GGUF files (dequantized on load).
+
+Batched generation with left padding over the chat-templated prompts: one ``generate`` call per batch is one
+batched pass. JSON-schema-constrained decoding uses xgrammar's logits processor when the ``xgrammar``
+package is importable (it works offline: the grammar is compiled from the tokenizer); otherwise outputs
+are free text and the caller validates and repairs them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt
+from .models import resolve_model
+
+__all__ = ["TransformersBackend", "transformers_backend"]
+
+
+def _pick_dtype(torch, name: str, device: str):
+    if name != "auto":
+        return getattr(torch, name)
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    cap = str(torch.backends.cpu.get_cpu_capability()).upper()
+    # bf16 only where the CPU computes it natively (AVX512-BF16 / AMX); elsewhere it is slower than fp32
+    return torch.bfloat16 if ("AMX" in cap or "BF16" in cap) else torch.float32
+
+
+class TransformersBackend:
+    """A causal LM from transformers. See :class:`inference.backends.base.Backend`."""
+
+    name = "transformers"
+
+    def __init__(self, config: BackendConfig) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config = config
+        self.passes = 0
+        ref = resolve_model(config.model, config.gguf_file)
+        self.model_ref = ref
+        device = config.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = device
+        self.dtype = _pick_dtype(torch, config.dtype, device)
+        kwargs: dict[str, Any] = {"gguf_file": ref.gguf_file} if ref.gguf_file else {}
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(ref.path, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=self.dtype, **kwargs)
+        except (OSError, ValueError) as exc:
+            raise BackendError(
+                f"transformers could not load {config.model!r} ({ref.path}{'/' + ref.gguf_file if ref.gguf_file else ''}): "
+                f"{str(exc).splitlines()[0]}. Give a local folder, a .gguf file, 'packaged:smollm2-135m-instruct', "
+                "or a hub id that is cached (no hub is reachable offline)."
+            ) from None
+        if config.lora_path:
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, config.lora_path)
+        self.model.to(device).eval()
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise BackendError(f"{config.model!r} has no chat template; the evaluator needs an instruction (chat) model")
+        self._grammar_cache: dict[str, Any] = {}
+        self._xgr_tokenizer_info = None
+        try:
+            import xgrammar  # noqa: F401
+
+            self.supports_json_schema = True
+        except ImportError:
+            self.supports_json_schema = False
+
+    def _logits_processor(self, schema: dict) -> Any:
+        import xgrammar as xgr
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammar_cache:
+            if self._xgr_tokenizer_info is None:
+                vocab = getattr(self.model.config, "vocab_size", None) or len(self.tokenizer)
+                self._xgr_tokenizer_info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab)
+            compiler = xgr.GrammarCompiler(self._xgr_tokenizer_info)
+            # compile from the schema as written: the property order is the order the model fills them in
+            self._grammar_cache[key] = compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
+        return xgr.contrib.hf.LogitsProcessor(self._grammar_cache[key])
+
+    def generate(self, prompts: list[Prompt], config: GenerationConfig) -> list[Generation]:
+        """One batched pass over all prompts (left-padded)."""
+        import torch
+
+        if not prompts:
+            return []
+        texts = [self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        constrained = config.json_schema is not None and self.supports_json_schema
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": config.max_tokens,
+            "do_sample": config.temperature > 0,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "return_dict_in_generate": True,
+            "output_scores": config.logprobs,
+        }
+        if config.temperature > 0:
+            kwargs["temperature"] = config.temperature
+            torch.manual_seed(config.seed)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        if constrained:
+            # one processor per sequence: xgrammar's HF processor keeps a matcher per batch row
+            kwargs["logits_processor"] = [self._logits_processor(config.json_schema)]
+        with torch.inference_mode():
+            out = self.model.generate(**enc, **kwargs)
+        self.passes += 1
+        new = out.sequences[:, enc["input_ids"].shape[1] :]
+        logprobs = None
+        if config.logprobs:
+            steps = torch.stack(out.scores, 1).float().log_softmax(-1)  # [B, T, V]
+            logprobs = steps.gather(-1, new[:, : steps.shape[1], None]).squeeze(-1)
+        eos = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        gens = []
+        for i in range(new.shape[0]):
+            ids = new[i].tolist()
+            n = next((j for j, t in enumerate(ids) if t in eos), len(ids))
+            finish = "stop" if n < len(ids) else "length"
+            gens.append(
+                Generation(
+                    text=self.tokenizer.decode(ids[:n], skip_special_tokens=True),
+                    finish_reason=finish,
+                    num_tokens=n,
+                    token_logprobs=logprobs[i, :n].tolist() if logprobs is not None else None,
+                    constrained=constrained,
+                )
+            )
+        return gens
+
+    def close(self) -> None:
+        self.model = None
+        self._grammar_cache.clear()
+
+    def __enter__(self) -> TransformersBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@BACKENDS.register("transformers")
+def transformers_backend(config: BackendConfig) -> TransformersBackend:
+    return TransformersBackend(config)

@@ -1,0 +1,51 @@
+"""Evaluators behind one interface (:mod:`.base`), chosen by name through :data:`EVALUATORS`."""
+
+from __future__ import annotations
+
+from ..alignment import ClaimAligner, minilm_similarity
+from ..backends import load_backend
+from .base import EVALUATORS, EvaluationResult, Evaluator, FrameClaim, build_frame
+from .contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
+from .parsing import ParsedDecision, parse_decision
+from .prompt import PromptEvaluator
+
+__all__ = [
+    "CONTRACT_VERSION",
+    "EVALUATORS",
+    "OUTPUT_SCHEMA",
+    "EvaluationResult",
+    "Evaluator",
+    "FrameClaim",
+    "ParsedDecision",
+    "PromptEvaluator",
+    "build_evaluator",
+    "build_frame",
+    "build_prompt",
+    "make_aligner",
+    "parse_decision",
+]
+
+
+def make_aligner(cfg) -> ClaimAligner:
+    """The claim aligner an :class:`~inference.evaluators.config.EvaluatorConfig` asks for."""
+    similarity = minilm_similarity() if cfg.similarity == "minilm" else None
+    return ClaimAligner(
+        number_tolerance=cfg.number_tolerance, similarity=similarity, similarity_threshold=cfg.similarity_threshold
+    )
+
+
+@EVALUATORS.register("prompt")
+def prompt_evaluator(cfg) -> PromptEvaluator:
+    """Build the prompt evaluator from an ``EvaluatorConfig`` (loads the backend's model)."""
+    return PromptEvaluator(
+        load_backend(cfg.backend),
+        cfg.generation,
+        constrained=cfg.constrained,
+        aligner=make_aligner(cfg),
+        max_chunk_chars=cfg.max_chunk_chars,
+    )
+
+
+def build_evaluator(cfg) -> Evaluator:
+    """The evaluator named by ``cfg.name``."""
+    return EVALUATORS.get(cfg.name)(cfg)
