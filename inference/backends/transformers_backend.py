@@ -64,7 +64,9 @@ class TransformersBackend:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if not getattr(self.tokenizer, "chat_template", None):
-            raise BackendError(f"{config.model!r} has no chat template; the evaluator needs an instruction (chat) model")
+            raise BackendError(
+                f"{config.model!r} has no chat template; the evaluator needs an instruction (chat) model"
+            )
         self._grammar_cache: dict[str, Any] = {}
         self._xgr_tokenizer_info = None
         try:
@@ -81,10 +83,14 @@ class TransformersBackend:
         if key not in self._grammar_cache:
             if self._xgr_tokenizer_info is None:
                 vocab = getattr(self.model.config, "vocab_size", None) or len(self.tokenizer)
-                self._xgr_tokenizer_info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab)
+                self._xgr_tokenizer_info = xgr.TokenizerInfo.from_huggingface(
+                    self.tokenizer, vocab_size=vocab
+                )
             compiler = xgr.GrammarCompiler(self._xgr_tokenizer_info)
             # compile from the schema as written: the property order is the order the model fills them in
-            self._grammar_cache[key] = compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
+            self._grammar_cache[key] = compiler.compile_json_schema(
+                json.dumps(schema), any_whitespace=False, strict_mode=True
+            )
         return xgr.contrib.hf.LogitsProcessor(self._grammar_cache[key])
 
     def generate(self, prompts: list[Prompt], config: GenerationConfig) -> list[Generation]:
@@ -93,8 +99,12 @@ class TransformersBackend:
 
         if not prompts:
             return []
-        texts = [self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        texts = [
+            self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts
+        ]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+            self.device
+        )
         constrained = config.json_schema is not None and self.supports_json_schema
         kwargs: dict[str, Any] = {
             "max_new_tokens": config.max_tokens,

@@ -30,7 +30,9 @@ def make_aligner(cfg) -> ClaimAligner:
     """The claim aligner an :class:`~inference.evaluators.config.EvaluatorConfig` asks for."""
     similarity = minilm_similarity() if cfg.similarity == "minilm" else None
     return ClaimAligner(
-        number_tolerance=cfg.number_tolerance, similarity=similarity, similarity_threshold=cfg.similarity_threshold
+        number_tolerance=cfg.number_tolerance,
+        similarity=similarity,
+        similarity_threshold=cfg.similarity_threshold,
     )
 
 

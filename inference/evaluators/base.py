@@ -75,7 +75,9 @@ class Evaluator(Protocol):
 
     name: str
 
-    def evaluate(self, query: str, chunks: Sequence[Chunk], candidates: Sequence[str] = ()) -> EvaluationResult: ...
+    def evaluate(
+        self, query: str, chunks: Sequence[Chunk], candidates: Sequence[str] = ()
+    ) -> EvaluationResult: ...
 
     def evaluate_batch(
         self,

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 
 from ..backends.base import Prompt
 
-__all__ = ["CONTRACT_VERSION", "EVIDENCE_MAX", "OUTPUT_SCHEMA", "SYSTEM_PROMPT", "build_prompt", "chunk_field"]
+__all__ = [
+    "CONTRACT_VERSION",
+    "EVIDENCE_MAX",
+    "OUTPUT_SCHEMA",
+    "SYSTEM_PROMPT",
+    "build_prompt",
+    "chunk_field",
+]
 
 CONTRACT_VERSION = "evidence-json/1.0"
 EVIDENCE_MAX = 10
@@ -74,6 +81,9 @@ def chunk_field(text: str) -> str:
 
 def build_prompt(query: str, chunk_text: str, inventory: Sequence[str] = ()) -> Prompt:
     """The chat prompt for one (query, chunk, inventory) decision."""
-    inv = "\n".join(f"C{i + 1}: {json.dumps(c, ensure_ascii=False)}" for i, c in enumerate(inventory)) or "(empty)"
+    inv = (
+        "\n".join(f"C{i + 1}: {json.dumps(c, ensure_ascii=False)}" for i, c in enumerate(inventory))
+        or "(empty)"
+    )
     user = f"QUESTION: {query}\n\nCLAIM INVENTORY:\n{inv}\n\nCHUNK:\n{chunk_field(chunk_text)}\n\nReply with the JSON object."
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

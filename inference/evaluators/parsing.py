@@ -24,9 +24,17 @@ __all__ = ["ParsedDecision", "parse_decision"]
 
 MAX_CHARS = 20_000
 _FIELDS = ("claim", "answer", "stance", "rationale", "evidence")
-_STANCE_SYNONYMS = {"supports": "supports", "support": "supports", "supported": "supports",
-                    "refutes": "refutes", "refute": "refutes", "refuted": "refutes",
-                    "irrelevant": "irrelevant", "not relevant": "irrelevant", "none": "irrelevant"}
+_STANCE_SYNONYMS = {
+    "supports": "supports",
+    "support": "supports",
+    "supported": "supports",
+    "refutes": "refutes",
+    "refute": "refutes",
+    "refuted": "refutes",
+    "irrelevant": "irrelevant",
+    "not relevant": "irrelevant",
+    "none": "irrelevant",
+}
 _REF = re.compile(r"^\s*\[?C(\d{1,4})\]?\s*$", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.DOTALL)
 
@@ -272,4 +280,6 @@ def _parse(text: object, inventory: Sequence[str]) -> ParsedDecision:
         repaired = True
     if stance != "supports":
         claim = claim if stance == "refutes" else None
-    return ParsedDecision(claim, answer, stance, rationale, ev, valid=not repaired, repaired=repaired, errors=errors)
+    return ParsedDecision(
+        claim, answer, stance, rationale, ev, valid=not repaired, repaired=repaired, errors=errors
+    )

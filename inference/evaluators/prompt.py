@@ -51,7 +51,9 @@ class PromptEvaluator:
         self.decisions = 0
         self.counts = {"valid": 0, "repaired": 0, "failed": 0}
 
-    def evaluate(self, query: str, chunks: Sequence[Chunk], candidates: Sequence[str] = ()) -> EvaluationResult:
+    def evaluate(
+        self, query: str, chunks: Sequence[Chunk], candidates: Sequence[str] = ()
+    ) -> EvaluationResult:
         """All k decisions of one query in one batched pass."""
         return self.evaluate_batch([query], [chunks], [candidates])[0]
 
@@ -100,7 +102,9 @@ class PromptEvaluator:
                 decisions.append(
                     ChunkEvidence(
                         chunk_id=c.id,
-                        claim=frame[j].text if j is not None else (p.claim if p.stance == "refutes" else None),
+                        claim=frame[j].text
+                        if j is not None
+                        else (p.claim if p.stance == "refutes" else None),
                         answer=p.answer,
                         stance=p.stance,
                         rationale=p.rationale,

@@ -1,0 +1,63 @@
+"""The transformers backend on the packaged SmolLM2-135M-Instruct GGUF (dequantized; nothing downloaded)."""
+
+import json
+
+import pytest
+
+from evidential import ConfigError
+from inference.backends import BackendConfig, BackendError, GenerationConfig, load_backend, resolve_model
+from inference.evaluators.contract import OUTPUT_SCHEMA
+
+
+def chat(text):
+    return [{"role": "user", "content": text}]
+
+
+def test_packaged_model_resolves_to_its_gguf():
+    ref = resolve_model("packaged:smollm2-135m-instruct")
+    assert ref.gguf_file.endswith(".gguf") and ref.gguf_path.is_file()
+    with pytest.raises(BackendError, match="unknown packaged model"):
+        resolve_model("packaged:nope")
+    with pytest.raises(BackendError, match="not found"):
+        resolve_model("/no/such/model.gguf")
+
+
+def test_batch_in_order_one_pass_greedy_and_deterministic(smollm2):
+    prompts = [chat("Say hello."), chat("What is 2 + 2?"), chat("Name a colour.")]
+    before = smollm2.passes
+    a = smollm2.generate(prompts, GenerationConfig(max_tokens=12))
+    b = smollm2.generate(prompts[1:2], GenerationConfig(max_tokens=12))
+    assert smollm2.passes == before + 2 and len(a) == 3
+    assert all(g.text and g.num_tokens <= 12 and g.finish_reason in ("stop", "length") for g in a)
+    assert a[1].text == b[0].text  # left padding does not change greedy output
+
+
+def test_logprobs(smollm2):
+    (g,) = smollm2.generate([chat("Say yes.")], GenerationConfig(max_tokens=6, logprobs=True))
+    assert g.token_logprobs is not None and len(g.token_logprobs) == g.num_tokens
+    assert all(lp <= 0.0 for lp in g.token_logprobs)
+
+
+def test_json_schema_constrained_decoding(smollm2):
+    assert smollm2.supports_json_schema, "xgrammar is a core dependency"
+    gens = smollm2.generate(
+        [chat("Is Paris in France? Reply in JSON."), chat("Give me a poem.")],
+        GenerationConfig(max_tokens=80, json_schema=OUTPUT_SCHEMA),
+    )
+    for g in gens:
+        assert g.constrained
+        if g.finish_reason == "stop":
+            obj = json.loads(g.text)
+            assert list(obj) == OUTPUT_SCHEMA["required"]
+            assert obj["evidence"] in range(11) and obj["stance"] in ("supports", "refutes", "irrelevant")
+
+
+def test_bad_configs_fail_clearly():
+    with pytest.raises(ConfigError, match="backend.name"):
+        BackendConfig(name="ollama")
+    with pytest.raises(ConfigError, match="backend.dtype"):
+        BackendConfig(dtype="int3")
+    with pytest.raises(BackendError, match="could not load"):
+        load_backend(BackendConfig(name="transformers", model="/no/such/folder"))
+    with pytest.raises(ConfigError, match="max_tokens"):
+        GenerationConfig(max_tokens=0)

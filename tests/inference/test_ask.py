@@ -1,0 +1,76 @@
+"""`evidential-rag ask` end to end on the CPU default (packaged SmolLM2) with real chunks."""
+
+import json
+
+from typer.testing import CliRunner
+
+from inference.cli import app
+from inference.ramdocs import SAMPLE_PATH
+
+runner = CliRunner()
+EXAMPLE = SAMPLE_PATH.parent / "example_chunks.jsonl"
+FAST = ["--set", "evaluator.generation.max_tokens=64"]
+
+
+def test_ask_json_record_on_shipped_real_chunks():
+    r = runner.invoke(
+        app,
+        ["ask", 'Who is the artist of the album "Crazy World"?', "--chunks", str(EXAMPLE), "--json", *FAST],
+    )
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)
+    for key in (
+        "question",
+        "response",
+        "route",
+        "answer",
+        "claims",
+        "uncertainty",
+        "ignorance",
+        "conflict",
+        "mean_pairwise_conflict",
+        "confidence",
+        "chunks",
+        "timings",
+        "logical_decisions",
+        "batched_passes",
+    ):
+        assert key in rec, key
+    assert rec["route"] in ("direct", "conflict", "abstain")
+    assert rec["logical_decisions"] == 3 and rec["batched_passes"] == 1
+    assert [c["chunk_id"] for c in rec["chunks"]] == ["doc1", "doc2", "doc3"]
+    for c in rec["chunks"]:
+        assert set(c) >= {"chunk_id", "claim", "answer", "stance", "evidence", "valid", "repaired"}
+    masses = sum(c["mass"] for c in rec["claims"]) + rec["uncertainty"]
+    assert abs(masses - 1) < 1e-5
+    assert abs(rec["ignorance"] + rec["conflict"] - rec["uncertainty"]) < 1e-5
+    assert {"load_evaluator", "evaluate", "align", "fuse_route"} <= set(rec["timings"])
+    assert rec["evaluator_meta"]["constrained"] is True
+
+
+def test_ask_on_real_shared_chunks_with_table_output(shared_data, tmp_path):
+    rec = json.loads((shared_data / "ramdocs" / "RAMDocs_test.jsonl").read_text().splitlines()[5])
+    path = tmp_path / "chunks.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": f"d{i}", "text": d["text"]}) + "\n" for i, d in enumerate(rec["documents"]))
+    )
+    r = runner.invoke(app, ["ask", rec["question"], "--chunks", str(path), "--set", "k=2", *FAST])
+    assert r.exit_code == 0, r.output
+    assert (
+        "U_global" in r.stdout and "route:" in r.stdout and "2 logical decisions, 1 batched pass" in r.stdout
+    )
+
+
+def test_ask_bad_inputs(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a"}\n')
+    r = runner.invoke(app, ["ask", "q", "--chunks", str(bad)])
+    assert r.exit_code == 2 and "bad.jsonl:1: field 'text'" in r.stderr
+    r = runner.invoke(app, ["ask", "q", "--chunks", str(tmp_path / "none.jsonl")])
+    assert r.exit_code == 2 and "no such chunks file" in r.stderr
+    r = runner.invoke(app, ["ask", "q", "--chunks", str(EXAMPLE), "--evaluator", "oracle"])
+    assert r.exit_code == 2 and "evaluator.name" in r.stderr
+    r = runner.invoke(
+        app, ["ask", "q", "--chunks", str(EXAMPLE), "--set", "evaluator.backend.model=/no/model"]
+    )
+    assert r.exit_code == 2 and "could not load" in r.stderr
