@@ -27,4 +27,4 @@ __all__ = [
 ]
 
 # register the backends (each imports its heavy library lazily, when chosen)
-from . import openai_http, transformers_backend, vllm_backend  # noqa: E402,F401
+from . import llamacpp, openai_http, transformers_backend, vllm_backend  # noqa: E402,F401

@@ -23,20 +23,23 @@ __all__ = [
     "chunk_field",
 ]
 
-CONTRACT_VERSION = "evidence-json/1.0"
+CONTRACT_VERSION = "evidence-json/1.1"
 EVIDENCE_MAX = 10
 
 # Integer ranges are enumerated so that grammars which cannot enforce "minimum/maximum" still can.
+# The order is the order the model fills the fields in: the decision (claim, stance, evidence) comes before the
+# free-text rationale, so a reply cut by max_tokens still carries its decision. Lengths are bounded so that
+# constrained decoding ends well within max_tokens.
 OUTPUT_SCHEMA: dict = {
     "type": "object",
     "properties": {
-        "claim": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-        "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "claim": {"anyOf": [{"type": "string", "maxLength": 120}, {"type": "null"}]},
+        "answer": {"anyOf": [{"type": "string", "maxLength": 60}, {"type": "null"}]},
         "stance": {"type": "string", "enum": ["supports", "refutes", "irrelevant"]},
-        "rationale": {"type": "string"},
         "evidence": {"type": "integer", "enum": list(range(EVIDENCE_MAX + 1))},
+        "rationale": {"type": "string", "maxLength": 160},
     },
-    "required": ["claim", "answer", "stance", "rationale", "evidence"],
+    "required": ["claim", "answer", "stance", "evidence", "rationale"],
     "additionalProperties": False,
 }
 
@@ -64,12 +67,12 @@ claim (a competing claim); never put evidence on "unknown".
 # Output schema
 Reply with ONE JSON object and nothing else:
 {{"claim": string or null, "answer": string or null, "stance": "supports" | "refutes" | "irrelevant", \
-"rationale": string (one short sentence), "evidence": integer 0-{EVIDENCE_MAX}}}
+"evidence": integer 0-{EVIDENCE_MAX}, "rationale": string (one short sentence)}}
 "answer" is the claim's value in short normalized form (a name, number, date as YYYY-MM-DD, or yes/no).
 
 # Failure handling
-If you cannot decide, reply {{"claim": null, "answer": null, "stance": "irrelevant", "rationale": \
-"cannot decide", "evidence": 0}}. Never add text before or after the JSON object.
+If you cannot decide, reply {{"claim": null, "answer": null, "stance": "irrelevant", "evidence": 0, \
+"rationale": "cannot decide"}}. Never add text before or after the JSON object.
 """
 
 

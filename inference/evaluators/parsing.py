@@ -61,70 +61,68 @@ def _failed(errors: list[str], msg: str) -> ParsedDecision:
     return ParsedDecision(errors=[*errors, msg])
 
 
-def _scan_object(s: str) -> tuple[str, bool]:
-    """The first ``{...}`` in ``s`` (string-aware); returns (text, complete). Incomplete objects get closed."""
-    start = s.find("{")
-    if start < 0:
-        return "", False
-    stack: list[str] = []
-    in_str = False
-    quote = ""
+@dataclass
+class _ScanState:
+    end: int | None = None  # index of the "}" that closes the first object, when it closes
+    mismatch: int | None = None  # index of a closing bracket that does not match
+    stack: list[str] = field(default_factory=list)
+    quote: str = ""  # the open string's quote character, "" outside strings
+    last_comma: int = -1  # last comma at depth 1 outside strings
+
+
+def _scan(s: str, start: int) -> _ScanState:
+    """String-aware bracket scan of ``s`` from ``start`` until the first object closes."""
+    st = _ScanState()
     esc = False
-    last_comma = -1  # index of the last top-level comma outside strings
     for i in range(start, len(s)):
         ch = s[i]
-        if in_str:
+        if st.quote:
             if esc:
                 esc = False
             elif ch == "\\":
                 esc = True
-            elif ch == quote:
-                in_str = False
+            elif ch == st.quote:
+                st.quote = ""
             continue
         if ch in "\"'":
-            in_str, quote = True, ch
+            st.quote = ch
         elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
+            st.stack.append("}" if ch == "{" else "]")
         elif ch in "}]":
-            if not stack or stack[-1] != ch:
-                return s[start : i + 1], False
-            stack.pop()
-            if not stack:
-                return s[start : i + 1], True
-        elif ch == "," and len(stack) == 1:
-            last_comma = i
-    # truncated: close what is open; if the last member is cut, drop it
-    body = s[start:]
-    closed = body + (quote if in_str else "") + "".join(reversed(stack))
+            if not st.stack or st.stack[-1] != ch:
+                st.mismatch = i
+                return st
+            st.stack.pop()
+            if not st.stack:
+                st.end = i
+                return st
+        elif ch == "," and len(st.stack) == 1:
+            st.last_comma = i
+    return st
+
+
+def _scan_object(s: str) -> tuple[str, bool]:
+    """The first ``{...}`` in ``s`` (string-aware); returns (text, complete). Incomplete objects get closed:
+    an open string and open brackets are closed, and if that does not parse, the last (cut) member is dropped."""
+    start = s.find("{")
+    if start < 0:
+        return "", False
+    st = _scan(s, start)
+    if st.end is not None:
+        return s[start : st.end + 1], True
+    if st.mismatch is not None:
+        return s[start : st.mismatch + 1], False
+    closed = s[start:] + st.quote + "".join(reversed(st.stack))
     try:
         json.loads(closed)
         return closed, False
     except (json.JSONDecodeError, RecursionError):
         pass
-    if last_comma > start:
-        trimmed = s[start:last_comma]
-        return trimmed + "".join(reversed(_open_stack(trimmed))), False
+    if st.last_comma > start:
+        trimmed = s[start : st.last_comma]
+        inner = _scan(trimmed, 0)
+        return trimmed + "".join(reversed(inner.stack)), False
     return closed, False
-
-
-def _open_stack(s: str) -> list[str]:
-    stack: list[str] = []
-    in_str, quote, esc = False, "", False
-    for ch in s:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == quote:
-                in_str = False
-        elif ch in "\"'":
-            in_str, quote = True, ch
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]" and stack:
-            stack.pop()
-    return stack
 
 
 def _loads_lenient(candidate: str) -> object:

@@ -118,7 +118,7 @@ def test_prompt_contract_keeps_chunk_text_as_data():
 
 def test_schema_enumerates_the_evidence_range():
     assert OUTPUT_SCHEMA["properties"]["evidence"]["enum"] == list(range(11))
-    assert OUTPUT_SCHEMA["required"] == ["claim", "answer", "stance", "rationale", "evidence"]
+    assert OUTPUT_SCHEMA["required"] == ["claim", "answer", "stance", "evidence", "rationale"]
 
 
 # --- the real default model -------------------------------------------------------------------------------

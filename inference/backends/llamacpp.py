@@ -1,0 +1,271 @@
+"""llama.cpp backend (llama-cpp-python): GGUF models on CPU, JSON-schema output through GBNF grammars.
+
+The optional extra ``llamacpp`` (``pip install 'evidential-rag[llamacpp]'``) builds llama.cpp from source
+(8 min 20 s measured on 2 cores), so ``llama_cpp`` is imported only when this backend is chosen.
+
+Batching: llama-cpp-python has no batched chat-completion API, so :meth:`LlamaCppBackend.generate` runs
+the prompts of a batch one after another inside the call. The call still counts as ONE pass
+(``passes += 1``) in the evaluator's accounting, like every other backend. Consecutive prompts that share a
+prefix (system prompt, query) reuse llama.cpp's KV cache for that prefix, so only their differing tails are
+evaluated.
+
+Structured output: a ``GenerationConfig.json_schema`` is compiled once (per distinct schema) into a llama.cpp
+grammar (:meth:`llama_cpp.LlamaGrammar.from_json_schema`) and decoding is constrained to it
+(``constrained=True``). A schema the converter cannot compile falls back to free text (``constrained=False``,
+with a warning) so that the caller validates and repairs it, as the backend interface prescribes. Note that a
+grammar cannot stop ``max_tokens`` from cutting an object short (``finish_reason == "length"``): bound
+free-text fields with ``maxLength``.
+
+Chat template: the GGUF's own ``tokenizer.chat_template`` (llama-cpp-python renders it with Jinja2);
+SmolLM2's is ChatML.
+
+Threads: ``backend.n_threads=None`` uses every core this process may use, for prompt and generation
+alike. llama.cpp's worker threads spin-wait (OpenMP), so when other processes compete for those cores one
+step can wait for a descheduled thread: on a shared 2-core machine 2 threads ran 10-30x slower than 1.
+Set ``n_threads`` below the number of free cores there, or ``OMP_WAIT_POLICY=PASSIVE`` before the process
+starts (it must be in the environment before torch or llama.cpp loads libgomp; it costs ~2x per token when
+the cores are free).
+
+Token log-probabilities: llama-cpp-python only reports ``logprobs`` for models loaded with
+``logits_all=True``, which keeps an ``n_ctx x n_vocab`` float32 matrix (about 0.8 GB for SmolLM2 at
+``n_ctx=4096``, 4 GB for a 262k-vocabulary model). This backend loads with ``logits_all=False`` and, when
+``GenerationConfig.logprobs`` is set, reads the last logits row llama.cpp keeps after each decoding step
+instead: the log-probability of each generated token under the model's unconstrained, temperature-1
+distribution (what llama-cpp-python and OpenAI report as ``logprobs``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any
+
+import numpy as np
+
+from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt
+from .models import resolve_model
+
+__all__ = ["INSTALL_HINT", "LlamaCppBackend", "llamacpp_backend"]
+
+INSTALL_HINT = (
+    "the llamacpp backend needs the optional extra: pip install 'evidential-rag[llamacpp]' "
+    "(builds llama.cpp from source, ~8 min on 2 cores)"
+)
+
+_NO_GRAMMAR = object()  # cache marker for a schema that could not be compiled to a grammar
+
+
+def _default_threads() -> int:
+    """CPU cores this process may use (llama-cpp-python's own default is only half of them)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def _gguf_path(config: BackendConfig) -> Path:
+    """The local ``.gguf`` file ``config`` names, or a :class:`BackendError` saying what to pass instead."""
+    ref = resolve_model(config.model, config.gguf_file)
+    path = ref.gguf_path
+    if path is None or path.suffix != ".gguf":
+        raise BackendError(
+            f"llama.cpp needs a GGUF model file; backend.model={config.model!r}"
+            + (f", backend.gguf_file={config.gguf_file!r}" if config.gguf_file else "")
+            + " is not one. Pass a .gguf path, a folder plus backend.gguf_file=<name>.gguf, "
+            "or packaged:smollm2-135m-instruct (or use the transformers backend for hub models)"
+        )
+    if not path.is_file():
+        raise BackendError(
+            f"GGUF file {path} not found; llama.cpp loads local files only (download it first, "
+            "or point backend.model at the folder that holds it)"
+        )
+    return path
+
+
+@BACKENDS.register("llamacpp")
+def llamacpp_backend(config: BackendConfig) -> LlamaCppBackend:
+    """Build a :class:`LlamaCppBackend` for ``config`` (the ``BACKENDS`` factory for ``"llamacpp"``).
+
+    The model is resolved first (so a wrong model is reported even where the extra is missing), then
+    ``llama_cpp`` is imported.
+
+    Raises:
+        BackendError: The model is not a local GGUF file, the ``llamacpp`` extra is not installed, or
+            llama.cpp cannot load the model.
+    """
+    path = _gguf_path(config)
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise BackendError(INSTALL_HINT) from exc
+    except (OSError, RuntimeError) as exc:  # installed, but its compiled library does not load
+        raise BackendError(
+            f"llama-cpp-python is installed but its llama.cpp library failed to load ({exc}); "
+            "reinstall it: pip install --force-reinstall --no-cache-dir llama-cpp-python"
+        ) from exc
+    return LlamaCppBackend(config, path, llama_cpp)
+
+
+class LlamaCppBackend:
+    """A GGUF model run by llama.cpp; see the module docstring for batching, grammars and logprobs.
+
+    Build it with :func:`llamacpp_backend` (or ``load_backend(BackendConfig(name="llamacpp", ...))``).
+    Use it as a context manager, or call :meth:`close`, to free the model deterministically.
+
+    Attributes:
+        passes: Number of :meth:`generate` calls that generated something (one batched pass each).
+        load_seconds: Wall-clock seconds it took llama.cpp to load the model.
+        model_path: The GGUF file loaded.
+    """
+
+    name = "llamacpp"
+    supports_json_schema = True
+
+    def __init__(self, config: BackendConfig, model_path: Path, llama_cpp: ModuleType) -> None:
+        self.config = config
+        self.model_path = model_path
+        self.passes = 0
+        self._lib = llama_cpp
+        self._grammars: dict[str, Any] = {}
+        threads = config.n_threads or _default_threads()
+        start = time.perf_counter()
+        try:
+            self._llm: Any = llama_cpp.Llama(
+                model_path=str(model_path),
+                n_ctx=config.n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=0,  # overridden on every request by GenerationConfig.seed
+                verbose=False,
+                logits_all=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise BackendError(f"llama.cpp could not load {model_path}: {exc}") from exc
+        self.load_seconds = time.perf_counter() - start
+        if "tokenizer.chat_template" not in (getattr(self._llm, "metadata", None) or {}):
+            warnings.warn(
+                f"{model_path.name} has no chat template; llama-cpp-python formats chats as "
+                f"{self._llm.chat_format!r}, which may not be the format the model was trained on",
+                stacklevel=2,
+            )
+
+    # -- context manager -------------------------------------------------------------------------------
+
+    def __enter__(self) -> LlamaCppBackend:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Free the model and its context now (not at garbage collection); calling it again is harmless."""
+        llm, self._llm = self._llm, None
+        self._grammars.clear()
+        if llm is not None and callable(getattr(llm, "close", None)):
+            llm.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has run."""
+        return self._llm is None
+
+    # -- generation ------------------------------------------------------------------------------------
+
+    def generate(self, prompts: list[Prompt], config: GenerationConfig) -> list[Generation]:
+        """Generate one completion per chat prompt, in order: ONE batched pass (``passes += 1``).
+
+        The prompts run sequentially inside this call (llama-cpp-python has no batched chat API). An empty
+        batch returns ``[]`` and counts no pass.
+
+        Raises:
+            BackendError: The backend is closed, or llama.cpp rejects a prompt (e.g. it exceeds ``n_ctx``).
+        """
+        if self._llm is None:
+            raise BackendError("the llamacpp backend is closed; build a new one with load_backend(config)")
+        if not prompts:
+            return []
+        grammar = self._grammar(config.json_schema) if config.json_schema is not None else None
+        self.passes += 1
+        return [self._generate_one(i, prompt, config, grammar) for i, prompt in enumerate(prompts)]
+
+    def _generate_one(self, index: int, prompt: Prompt, config: GenerationConfig, grammar: Any) -> Generation:
+        logprobs: list[float] = []
+        try:
+            with self._recording_logprobs(logprobs) if config.logprobs else nullcontext():
+                response = self._llm.create_chat_completion(
+                    messages=prompt,
+                    max_tokens=config.max_tokens,
+                    temperature=config.temperature,
+                    # plain temperature sampling (llama.cpp's top-k/top-p/min-p filters off), greedy at 0
+                    top_k=0,
+                    top_p=1.0,
+                    min_p=0.0,
+                    seed=config.seed,
+                    grammar=grammar,
+                )
+        except Exception as exc:  # context overflow (ValueError), template errors, llama.cpp failures
+            raise BackendError(f"llama.cpp failed on prompt {index} of the batch: {exc}") from exc
+        choice = response["choices"][0]
+        num_tokens = (response.get("usage") or {}).get("completion_tokens")
+        if config.logprobs and num_tokens is not None:
+            del logprobs[num_tokens:]  # the end-of-generation token is sampled but not part of the output
+        return Generation(
+            text=choice["message"].get("content") or "",
+            finish_reason=choice.get("finish_reason") or "stop",
+            num_tokens=num_tokens,
+            token_logprobs=logprobs if config.logprobs else None,
+            constrained=grammar is not None,
+        )
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        """The llama.cpp grammar for ``schema`` (compiled once per distinct schema), or None if it can't be."""
+        key = json.dumps(schema, sort_keys=True)
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            try:
+                grammar = self._lib.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+            except Exception as exc:  # the converter raises assorted errors on unsupported schema features
+                warnings.warn(
+                    f"llama.cpp cannot turn this JSON schema into a grammar ({type(exc).__name__}: {exc}); "
+                    "generating unconstrained text for the caller to validate",
+                    stacklevel=3,
+                )
+                grammar = _NO_GRAMMAR
+            self._grammars[key] = grammar
+        return None if grammar is _NO_GRAMMAR else grammar
+
+    @contextmanager
+    def _recording_logprobs(self, out: list[float]) -> Iterator[None]:
+        """Append the log-probability of every token llama.cpp samples to ``out`` while active.
+
+        Wraps this model's ``Llama.sample`` (which ``Llama.generate`` calls once per token) and reads the
+        logits row llama.cpp kept for that step; see the module docstring for why not ``logits_all``.
+        """
+        llm, lib = self._llm, self._lib
+        original: Callable[..., int] = llm.sample
+        n_vocab = llm.n_vocab()
+
+        def sample(*args: Any, **kwargs: Any) -> int:
+            token = original(*args, **kwargs)
+            idx = kwargs.get("idx")
+            row = -1 if idx is None else idx - llm.n_tokens  # as Llama.sample computes it
+            logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, row), shape=(n_vocab,))
+            logits = logits.astype(np.float64)
+            top = logits.max()
+            out.append(float(logits[token] - top - math.log(np.exp(logits - top).sum())))
+            return token
+
+        llm.sample = sample
+        try:
+            yield
+        finally:
+            del llm.sample  # back to the class method

