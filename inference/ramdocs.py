@@ -13,13 +13,12 @@ license in that folder); the full shared portion is ``../shared/data/ramdocs/RAM
 from __future__ import annotations
 
 import json
-import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from .alignment import normalize_text
 from .types import DataError
 
 __all__ = [
@@ -37,12 +36,8 @@ SAMPLE_PATH = Path(__file__).resolve().parent / "data" / "ramdocs_sample.jsonl"
 DOC_TYPES = ("correct", "misinfo", "noise")
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD normalization: lower case, no punctuation, no articles, single spaces."""
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
+# SQuAD normalization, the conservative exact-match alignment of labelled values (one implementation).
+normalize_answer = normalize_text
 
 
 def _fail(path: Path, line: int, msg: str):
