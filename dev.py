@@ -2,7 +2,7 @@
 """Set up the project's virtual environment and run its main job or its tests. Needs only Python >= 3.10.
 
     python3 dev.py demo     # .venv with the CPU build of torch + the package, then `evidential-rag demo`
-    python3 dev.py test     # .venv with the dev extra, then the test suite (pytest)
+    python3 dev.py test     # .venv with the dev and llamacpp extras, then the test suite (pytest)
     python3 dev.py bench    # the fusion benchmark (bench/fusion.py)
 
 The environment is (re)built when pyproject.toml changes. Environment variables: ``TORCH_SPEC`` (default
@@ -36,7 +36,7 @@ def run(cmd: list[str], **kw) -> int:
 
 def ensure_env(extra: str) -> None:
     """Create the venv and install torch first (so no CUDA build is pulled), then the package."""
-    stamp = VENV / f".evidential-rag-{extra or 'core'}"
+    stamp = VENV / f".evidential-rag-{extra.replace(',', '-') or 'core'}"
     want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH_SPEC.encode()).hexdigest()
     if stamp.is_file() and stamp.read_text() == want and PY.exists():
         return
@@ -72,7 +72,9 @@ def main(argv: list[str]) -> int:
     if cmd == "demo":
         ensure_env("")
         return run([BIN / "evidential-rag", "demo", *rest], cwd=ROOT, env=env)
-    ensure_env("dev")
+    # the test environment includes the llama.cpp extra so that its backend is tested, not skipped
+    # (llama-cpp-python builds from source: ~8 minutes on 2 cores the first time)
+    ensure_env("dev,llamacpp")
     if cmd == "bench":
         return run([PY, ROOT / "bench" / "fusion.py", *rest], cwd=ROOT, env=env)
     code = run([PY, "-m", "pytest", *rest], cwd=ROOT, env=env)

@@ -13,12 +13,9 @@ from typing import Any
 from evidential import FusionConfig, fuse, opinions_from_evidence, route
 
 from .evaluators.base import EvaluationResult
+from .io import rounded
 
 __all__ = ["answer_record", "template_response"]
-
-
-def _r(x: float) -> float:
-    return round(float(x), 6)
 
 
 def template_response(route_name: str, claims: list[dict[str, Any]], answer: str | None) -> str:
@@ -51,7 +48,7 @@ def answer_record(
         {
             "id": c.id,
             "text": c.text,
-            "mass": _r(res.belief[j]),
+            "mass": rounded(res.belief[j]),
             "chunk_ids": list(c.chunk_ids),
             "forms": list(c.forms),
         }
@@ -63,12 +60,12 @@ def answer_record(
         "route": decision,
         "answer": answer,
         "claims": claims,
-        "uncertainty": _r(res.uncertainty),
-        "ignorance": _r(res.ignorance),
-        "conflict": _r(res.conflict),
-        "mean_pairwise_conflict": _r(res.mean_pairwise_conflict),
-        "confidence": _r(res.confidence),
-        "step_conflict": [_r(x) for x in res.step_conflict],
+        "uncertainty": rounded(res.uncertainty),
+        "ignorance": rounded(res.ignorance),
+        "conflict": rounded(res.conflict),
+        "mean_pairwise_conflict": rounded(res.mean_pairwise_conflict),
+        "confidence": rounded(res.confidence),
+        "step_conflict": [rounded(x) for x in res.step_conflict],
         "chunks": [
             {
                 "chunk_id": d.chunk_id,
@@ -78,7 +75,7 @@ def answer_record(
                 "answer": d.answer,
                 "stance": d.stance,
                 "rationale": d.rationale,
-                "evidence": {k: _r(v) for k, v in d.evidence.items()},
+                "evidence": {k: rounded(v) for k, v in d.evidence.items()},
                 "valid": d.valid,
                 "repaired": d.repaired,
                 "errors": d.errors,
@@ -86,7 +83,7 @@ def answer_record(
             for d, c in zip(result.decisions, result.chunks)
         ],
         "output_counts": dict(result.counts),
-        "timings": {**{k: _r(v) for k, v in result.timings.items()}, "fuse_route": _r(t_fuse)},
+        "timings": {**{k: rounded(v) for k, v in result.timings.items()}, "fuse_route": rounded(t_fuse)},
         "logical_decisions": result.logical_decisions,
         "batched_passes": result.batched_passes,
         "evaluator": result.evaluator,

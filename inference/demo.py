@@ -18,16 +18,12 @@ import evidential
 from evidential import fuse, opinions_from_evidence, pad_evidence, route
 
 from .config import RunConfig, to_dict
-from .io import write_json, write_jsonl
+from .io import rounded, write_json, write_jsonl
 from .ramdocs import SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer, record_kind
 
 __all__ = ["run_demo", "KINDS"]
 
 KINDS = ("agree", "ambiguous", "misinformation")
-
-
-def _r(x: float) -> float:
-    return round(float(x), 6)
 
 
 def run_demo(
@@ -60,19 +56,19 @@ def run_demo(
                 "route": routes[i],
                 "selected_claim": selected,
                 "selected_is_gold": selected is not None and normalize_answer(selected) in gold,
-                "fused_masses": {c: _r(res.belief[i, j]) for j, c in enumerate(b.claims)},
-                "U_global": _r(res.uncertainty[i]),
-                "ignorance": _r(res.ignorance[i]),
-                "conflict": _r(res.conflict[i]),
-                "mean_pairwise_conflict": _r(res.mean_pairwise_conflict[i]),
-                "confidence": _r(res.confidence[i]),
-                "step_conflict": [_r(x) for x in res.step_conflict[i, : max(len(b.doc_types) - 1, 0)]],
+                "fused_masses": {c: rounded(res.belief[i, j]) for j, c in enumerate(b.claims)},
+                "U_global": rounded(res.uncertainty[i]),
+                "ignorance": rounded(res.ignorance[i]),
+                "conflict": rounded(res.conflict[i]),
+                "mean_pairwise_conflict": rounded(res.mean_pairwise_conflict[i]),
+                "confidence": rounded(res.confidence[i]),
+                "step_conflict": [rounded(x) for x in res.step_conflict[i, : max(len(b.doc_types) - 1, 0)]],
                 "chunk_evidence": [
                     {
                         "chunk_id": f"doc{j}",
                         "type": t,
                         "claim": b.claims[s] if s is not None else None,
-                        "evidence": {c: _r(b.evidence[j, q]) for q, c in enumerate(b.claims)},
+                        "evidence": {c: rounded(b.evidence[j, q]) for q, c in enumerate(b.claims)},
                     }
                     for j, (t, s) in enumerate(zip(b.doc_types, b.supports))
                 ],
@@ -82,7 +78,7 @@ def run_demo(
             }
         )
     summary = summarize(rows)
-    summary["timings_s"] = {"load_and_build": _r(t1 - t0), "opinions_fuse_route": _r(t2 - t1)}
+    summary["timings_s"] = {"load_and_build": rounded(t1 - t0), "opinions_fuse_route": rounded(t2 - t1)}
     summary["data"] = str(data if data is not None else SAMPLE_PATH)
     if output is not None:
         out = Path(output)
@@ -122,10 +118,10 @@ def summarize(rows: list[dict]) -> dict:
         out[kind] = {
             "n": n,
             "routes": {name: routes.get(name, 0) for name in evidential.ROUTES},
-            "mean_U": _r(sum(r["U_global"] for r in g) / n),
-            "mean_ignorance": _r(sum(r["ignorance"] for r in g) / n),
-            "mean_conflict": _r(sum(r["conflict"] for r in g) / n),
-            "mean_pairwise_conflict": _r(sum(r["mean_pairwise_conflict"] for r in g) / n),
-            "top_claim_is_gold": _r(sum(r["selected_is_gold"] for r in g) / n),
+            "mean_U": rounded(sum(r["U_global"] for r in g) / n),
+            "mean_ignorance": rounded(sum(r["ignorance"] for r in g) / n),
+            "mean_conflict": rounded(sum(r["conflict"] for r in g) / n),
+            "mean_pairwise_conflict": rounded(sum(r["mean_pairwise_conflict"] for r in g) / n),
+            "top_claim_is_gold": rounded(sum(r["selected_is_gold"] for r in g) / n),
         }
     return {"by_kind": out}

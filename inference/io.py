@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "write_json", "write_jsonl"]
+__all__ = ["atomic_write_text", "iter_jsonl", "rounded", "write_json", "write_jsonl"]
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -36,3 +36,26 @@ def write_json(path: str | Path, obj: Any) -> Path:
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
     return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def rounded(x: float, digits: int = 6) -> float:
+    """A float (or 0-d tensor) rounded for JSON outputs."""
+    return round(float(x), digits)
+
+
+def iter_jsonl(path: Path, what: str, error: type[Exception]) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, parsed value)`` for the non-empty lines of a JSONL file.
+
+    Raises ``error`` naming the file (missing) or the file and line (invalid JSON); ``what`` describes the
+    expected file in the message.
+    """
+    if not path.is_file():
+        raise error(f"{path}: no such {what} file; give the path of a {what} JSONL file")
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise error(f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno})") from None

@@ -12,13 +12,13 @@ license in that folder); the full shared portion is ``../shared/data/ramdocs/RAM
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .alignment import normalize_text
+from .io import iter_jsonl
 from .types import DataError
 
 __all__ = [
@@ -77,20 +77,11 @@ def _check(rec: object, path: Path, line: int) -> dict:
 def load_ramdocs(path: str | Path | None = None, limit: int | None = None) -> list[dict]:
     """Read and validate RAMDocs JSONL (default: the shipped sample). Errors name the file, line and field."""
     p = Path(path) if path is not None else SAMPLE_PATH
-    if not p.is_file():
-        raise DataError(f"{p}: no such RAMDocs file; pass the path of a RAMDocs JSONL file")
     out = []
-    with p.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                _fail(p, line_no, f"not valid JSON ({exc.msg} at column {exc.colno})")
-            out.append(_check(rec, p, line_no))
-            if limit is not None and len(out) >= limit:
-                break
+    for line_no, rec in iter_jsonl(p, "RAMDocs", DataError):
+        out.append(_check(rec, p, line_no))
+        if limit is not None and len(out) >= limit:
+            break
     if not out:
         raise DataError(f"{p}: the file holds no records")
     return out

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evidential.errors import EvidentialError
+
+from .io import iter_jsonl
 
 __all__ = ["STANCES", "Chunk", "ChunkEvidence", "DataError", "load_chunks"]
 
@@ -78,41 +79,32 @@ def load_chunks(path: str | Path) -> list[Chunk]:
     Rows without ``rank`` keep file order. Errors name the file, line and field.
     """
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"{p}: no such chunks file; give a JSONL file with one {{id, text}} object per line")
     chunks: list[Chunk] = []
     seen: set[str] = set()
-    with p.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{p}:{n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{p}:{n}: expected a JSON object with id and text")
-            cid = row.get("id")
-            if isinstance(cid, int) and not isinstance(cid, bool):
-                cid = str(cid)
-            if not isinstance(cid, str) or not cid:
-                raise DataError(f"{p}:{n}: field 'id' must be a non-empty string")
-            if cid in seen:
-                raise DataError(f"{p}:{n}: duplicate chunk id {cid!r}")
-            seen.add(cid)
-            text = row.get("text")
-            if not isinstance(text, str):
-                raise DataError(f"{p}:{n}: field 'text' must be a string")
-            rank = row.get("rank")
-            if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
-                raise DataError(f"{p}:{n}: field 'rank' must be an integer")
-            score = row.get("score")
-            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-                raise DataError(f"{p}:{n}: field 'score' must be a number")
-            source = row.get("source")
-            if source is not None and not isinstance(source, str):
-                raise DataError(f"{p}:{n}: field 'source' must be a string")
-            chunks.append(Chunk(cid, text, source, rank, score))
+    for n, row in iter_jsonl(p, "chunks", DataError):
+        if not isinstance(row, dict):
+            raise DataError(f"{p}:{n}: expected a JSON object with id and text")
+        cid = row.get("id")
+        if isinstance(cid, int) and not isinstance(cid, bool):
+            cid = str(cid)
+        if not isinstance(cid, str) or not cid:
+            raise DataError(f"{p}:{n}: field 'id' must be a non-empty string")
+        if cid in seen:
+            raise DataError(f"{p}:{n}: duplicate chunk id {cid!r}")
+        seen.add(cid)
+        text = row.get("text")
+        if not isinstance(text, str):
+            raise DataError(f"{p}:{n}: field 'text' must be a string")
+        rank = row.get("rank")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
+            raise DataError(f"{p}:{n}: field 'rank' must be an integer")
+        score = row.get("score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            raise DataError(f"{p}:{n}: field 'score' must be a number")
+        source = row.get("source")
+        if source is not None and not isinstance(source, str):
+            raise DataError(f"{p}:{n}: field 'source' must be a string")
+        chunks.append(Chunk(cid, text, source, rank, score))
     if not chunks:
         raise DataError(f"{p}: the file holds no chunks")
     order = sorted(range(len(chunks)), key=lambda i: (chunks[i].rank is None, chunks[i].rank or 0, i))
