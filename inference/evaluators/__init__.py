@@ -6,6 +6,7 @@ from ..alignment import ClaimAligner, minilm_similarity
 from ..backends import load_backend
 from .base import EVALUATORS, EvaluationResult, Evaluator, FrameClaim, build_frame
 from .contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
+from .learned import LearnedEvaluator
 from .parsing import ParsedDecision, parse_decision
 from .prompt import PromptEvaluator
 
@@ -16,6 +17,7 @@ __all__ = [
     "EvaluationResult",
     "Evaluator",
     "FrameClaim",
+    "LearnedEvaluator",
     "ParsedDecision",
     "PromptEvaluator",
     "build_evaluator",
@@ -45,6 +47,24 @@ def prompt_evaluator(cfg) -> PromptEvaluator:
         constrained=cfg.constrained,
         aligner=make_aligner(cfg),
         max_chunk_chars=cfg.max_chunk_chars,
+    )
+
+
+@EVALUATORS.register("learned")
+def learned_evaluator(cfg) -> LearnedEvaluator:
+    """Build the learned evaluator from an ``EvaluatorConfig`` (loads the checkpoint, LoRA merged)."""
+    import torch
+
+    from training.checkpoint import load_learned_model, resolve_checkpoint
+
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
+    ckpt = resolve_checkpoint(cfg.resolved_checkpoint())
+    return LearnedEvaluator(
+        load_learned_model(ckpt, device=device, merge=True),
+        aligner=make_aligner(cfg),
+        support_threshold=cfg.support_threshold,
+        max_chunk_chars=cfg.max_chunk_chars,
+        checkpoint=ckpt,
     )
 
 

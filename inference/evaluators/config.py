@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from evidential.errors import ConfigError
 
@@ -17,7 +18,9 @@ class EvaluatorConfig:
 
     name: str = field(
         default="prompt",
-        metadata={"help": "Evaluator: 'prompt' (instruction LLM + JSON contract); 'learned' once it ships."},
+        metadata={
+            "help": "Evaluator: 'prompt' (instruction LLM + JSON contract) or 'learned' (LoRA-tuned evidential head)."
+        },
     )
     backend: BackendConfig = field(
         default_factory=BackendConfig, metadata={"help": "Model backend of the prompt evaluator."}
@@ -47,6 +50,28 @@ class EvaluatorConfig:
         default=0.0, metadata={"help": "Relative tolerance under which two numbers are the same claim."}
     )
 
+    checkpoint: str = field(
+        default="checkpoints/learned-minilm",
+        metadata={
+            "help": "Learned evaluator checkpoint folder (relative paths: from the working directory, then the repository). Default: the shipped CPU checkpoint."
+        },
+    )
+    support_threshold: float = field(
+        default=1.0,
+        metadata={"help": "Learned evaluator: evidence at which a chunk counts as supporting its top claim."},
+    )
+    device: str = field(
+        default="cpu", metadata={"help": "Learned evaluator device: 'cpu', 'cuda[:n]' or 'auto'."}
+    )
+
+    def resolved_checkpoint(self) -> Path:
+        """The checkpoint folder: as given, or relative to the repository when not found from here."""
+        p = Path(self.checkpoint)
+        if p.is_absolute() or p.exists():
+            return p
+        repo = Path(__file__).resolve().parents[2] / p
+        return repo if repo.exists() else p
+
     def __post_init__(self) -> None:
         from . import EVALUATORS
 
@@ -70,5 +95,19 @@ class EvaluatorConfig:
             raise ConfigError(
                 f"evaluator.max_chunk_chars must be an integer >= 100; got {self.max_chunk_chars!r}"
             )
+        if not isinstance(self.checkpoint, str) or not self.checkpoint.strip():
+            raise ConfigError(f"evaluator.checkpoint must be a folder path; got {self.checkpoint!r}")
+        if (
+            isinstance(self.support_threshold, bool)
+            or not isinstance(self.support_threshold, (int, float))
+            or self.support_threshold < 0
+        ):
+            raise ConfigError(
+                f"evaluator.support_threshold must be a number >= 0; got {self.support_threshold!r}"
+            )
+        if not isinstance(self.device, str) or not (
+            self.device in ("cpu", "auto") or self.device.startswith("cuda")
+        ):
+            raise ConfigError(f"evaluator.device must be 'cpu', 'cuda[:n]' or 'auto'; got {self.device!r}")
         if not isinstance(self.constrained, bool):
             raise ConfigError(f"evaluator.constrained must be true or false; got {self.constrained!r}")

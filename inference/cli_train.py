@@ -1,0 +1,64 @@
+"""``evidential-rag train``: train the learned evaluator (registered on the main typer app)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evidential.errors import EvidentialError
+
+from .cli import SetOpt, _fail, app, console
+
+
+@app.command("train")
+def train_cmd(
+    config: Annotated[
+        str,
+        typer.Option(
+            "--config", "-c", help="Training config: a YAML path or a name in configs/ (learned-minilm)."
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Output folder: best/ (the model), last/ (resumable).")
+    ],
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted run from OUTPUT/last.")
+    ] = False,
+    overrides: SetOpt = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+) -> None:
+    """Train the learned evaluator (encoder + LoRA + evidential head) on annotated chunks.
+
+    Each epoch ends with validation (loss, claim accuracy, ECE, route accuracy, RAMDocs strict EM); the
+    best model goes to OUTPUT/best with its model card. Exit codes: 0 done, 2 bad config/data/output.
+    """
+    from training.config import load_train_config
+    from training.data import TrainingDataError
+    from training.trainer import EvidentialTrainer
+
+    try:
+        cfg = load_train_config(config, overrides or [])
+        command = "evidential-rag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        result = EvidentialTrainer(cfg, output, command=command, progress=progress).train(resume=resume)
+    except (EvidentialError, TrainingDataError) as exc:
+        _fail(str(exc))
+        return
+    keys = (
+        "loss",
+        "claim_accuracy",
+        "ece",
+        "route_accuracy",
+        "strict_em_ramdocs",
+        "train_seconds",
+        "epochs_run",
+    )
+    console.print(
+        "trained: "
+        + ", ".join(f"{k} {result[k]:.4g}" for k in keys if k in result)
+        + f" → {output / 'best'}",
+        highlight=False,
+    )

