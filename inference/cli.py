@@ -241,15 +241,40 @@ def demo_cmd(
     ] = Path("outputs/demo"),
     limit: Annotated[int | None, typer.Option(help="Use only the first N records.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    oracle: Annotated[
+        bool,
+        typer.Option(
+            "--oracle", help="Fuse label-derived evidence instead of running the pipeline (no models)."
+        ),
+    ] = False,
+    batch_size: Annotated[int, typer.Option(help="Questions per batched pipeline call.", min=1)] = 12,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
-    """Main job: fuse label-derived evidence of real RAMDocs records in one batched call and route them."""
-    from .demo import run_demo
+    """Main job: the full pipeline on real RAMDocs questions with their documents indexed as the corpus.
+
+    Prints, per question, the route, the answer, U_global and the sources, then a summary by record kind
+    (routes, accuracy of the selected claim against the gold answers, strict exact match). ``--oracle``
+    fuses label-derived evidence instead (what fusion does with a perfect stance evaluator).
+    """
+    from .demo import run_demo, run_pipeline_demo
 
     cfg = _load(config, overrides, [])
     if limit is not None and limit < 1:
         _fail(f"--limit must be >= 1; got {limit}")
+    if not oracle:
+        try:
+            summary = run_pipeline_demo(cfg, data, output, limit, batch_size, progress=not as_json)
+        except EvidentialError as exc:
+            _fail(str(exc))
+        except RuntimeError as exc:
+            _fail(f"{type(exc).__name__}: {exc}")
+        records = summary.pop("records")
+        if as_json:
+            console.print_json(json.dumps(summary))
+            return
+        _print_pipeline_demo(cfg, records, summary, output)
+        return
     try:
         summary = run_demo(cfg, data, output, limit)
     except EvidentialError as exc:
@@ -282,55 +307,44 @@ def demo_cmd(
     console.print(f"wrote {output}/records.jsonl, summary.json, run.json")
 
 
-@app.command("ask")
-def ask_cmd(
-    question: Annotated[str, typer.Argument(help="The question.")],
-    chunks: Annotated[
-        Path,
-        typer.Option("--chunks", help="JSONL of retrieved chunks: id, text, optional source, rank, score."),
-    ],
-    evaluator: Annotated[
-        str | None, typer.Option(help="Evaluator name (prompt; learned once shipped).")
-    ] = None,
-    candidates: Annotated[
-        str | None,
-        typer.Option(
-            help="Candidate claims that open the inventory: JSON list or comma-separated (e.g. yes,no)."
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the answer record as one JSON object.")
-    ] = False,
-    config: ConfigOpt = None,
-    overrides: SetOpt = None,
-) -> None:
-    """Evaluate the given chunks, align claims, fuse, route and print the answer record."""
-    import time
+def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, output: Path) -> None:
+    for n, r in enumerate(records, 1):
+        mark = "✓" if r["selected_is_gold"] else "✗"
+        sources = ", ".join(r["cited_chunk_ids"]) or "-"
+        console.print(
+            f"[bold]{n:>2}. {r['question']}[/]\n    route {r['route']:<8} U {r['uncertainty']:.3f}  "
+            f"answer: {r['answer']!s} {mark} (gold: {'; '.join(r['gold_answers'])})\n"
+            f"    sources: {sources}\n    response: {r['response'][:240]}",
+            highlight=False,
+        )
+    fc = cfg.fusion
+    t = Table(
+        title=f"EvidentialRAG on {len(records)} RAMDocs questions ({cfg.evaluator.name} evaluator, "
+        f"{cfg.generator.name} generator, k={cfg.k}; {fc.rule} λ={fc.lam}, τ1={fc.tau1} τ2={fc.tau2})"
+    )
+    t.add_column("kind", no_wrap=True)
+    for col in ("n", *ROUTES, "U", "selected=gold", "strict EM", "own docs@k"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for kind, s in summary["by_kind"].items():
+        t.add_row(
+            kind,
+            str(s["n"]),
+            *(str(s["routes"][r]) for r in ROUTES),
+            f"{s['mean_U']:.3f}",
+            f"{s['selected_is_gold']:.2f}",
+            f"{s['strict_em']:.2f}",
+            f"{s['own_documents_at_k']:.2f}",
+        )
+    console.print(t)
+    tm = summary["timings_s"]
+    console.print(
+        f"index {tm['index']:.1f}s, models {tm['load_models']:.1f}s, answering {tm['answer']:.1f}s "
+        f"({tm['per_question']:.2f}s per question); wrote {output}/records.jsonl, summary.json, run.json",
+        highlight=False,
+    )
 
-    from .answer import answer_record
-    from .evaluators import build_evaluator
-    from .types import load_chunks
 
-    extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = _load(config, overrides, extra)
-    if not question.strip():
-        _fail("QUESTION is empty")
-    cand = _parse_claims(candidates, None) if candidates is not None else []
-    try:
-        rows = load_chunks(chunks)[: cfg.k]
-        t0 = time.perf_counter()
-        ev = build_evaluator(cfg.evaluator)
-        t_load = time.perf_counter() - t0
-        result = ev.evaluate(question, rows, cand)
-        record = answer_record(result, cfg.fusion, question)
-    except EvidentialError as exc:
-        _fail(str(exc))
-    except RuntimeError as exc:  # backend errors carry what to fix
-        _fail(f"{type(exc).__name__}: {exc}")
-    record["timings"] = {"load_evaluator": round(t_load, 6), **record["timings"]}
-    if as_json:
-        console.print_json(json.dumps(record, ensure_ascii=False))
-        return
+def _print_record(record: dict, question: str) -> None:
     t = Table(title=f"Q: {question}")
     t.add_column("chunk")
     t.add_column("stance")
@@ -355,9 +369,183 @@ def ask_cmd(
         highlight=False,
     )
     console.print(f"[bold]answer:[/] {record['response']}", highlight=False)
+    reranker = (record.get("retrieval") or {}).get("reranker")
     console.print(
         f"{record['logical_decisions']} logical decisions, {record['batched_passes']} batched pass(es); "
+        f"reranker: {reranker or 'none (reranking off)'}; "
         + ", ".join(f"{k} {v:.2f}s" for k, v in record["timings"].items()),
+        highlight=False,
+    )
+
+
+def _pipeline(cfg: RunConfig, index: Path | None):
+    from .pipeline import EvidentialRAG
+
+    try:
+        return EvidentialRAG(cfg, index)
+    except EvidentialError as exc:
+        _fail(str(exc))
+    except RuntimeError as exc:  # backend errors carry what to fix
+        _fail(f"{type(exc).__name__}: {exc}")
+
+
+IndexOpt = Annotated[
+    Path | None,
+    typer.Option("--index", help="Index folder built by `evidential-rag index` (retrieve the chunks)."),
+]
+EvaluatorOpt = Annotated[
+    str | None, typer.Option("--evaluator", help="Evaluator: learned (default on CPU) or prompt.")
+]
+
+
+@app.command("ask")
+def ask_cmd(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    chunks: Annotated[
+        Path | None,
+        typer.Option("--chunks", help="JSONL of retrieved chunks: id, text, optional source, rank, score."),
+    ] = None,
+    index: IndexOpt = None,
+    evaluator: EvaluatorOpt = None,
+    candidates: Annotated[
+        str | None,
+        typer.Option(
+            help="Candidate claims that open the inventory: JSON list or comma-separated (e.g. yes,no)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the answer record as one JSON object.")
+    ] = False,
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+) -> None:
+    """Answer one question: retrieve (--index) or read (--chunks) the chunks, evaluate, fuse, route, generate.
+
+    Exit codes: 0 answered; 2 a user error (missing index or chunks file, bad config field, model not found).
+    """
+    from .types import load_chunks
+
+    if (chunks is None) == (index is None):
+        _fail("give exactly one of --index DIR (retrieve) or --chunks FILE (chunks given)")
+    extra = [f"evaluator.name={evaluator}"] if evaluator else []
+    cfg = _load(config, overrides, extra)
+    if not question.strip():
+        _fail("QUESTION is empty")
+    cand = _parse_claims(candidates, None) if candidates is not None else []
+    try:
+        rows = load_chunks(chunks) if chunks is not None else None
+    except EvidentialError as exc:
+        _fail(str(exc))
+    rag = _pipeline(cfg, index)
+    try:
+        record = rag.ask(question, rows, cand)
+    except EvidentialError as exc:
+        _fail(str(exc))
+    except RuntimeError as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+    record["timings"] = {**{k: round(v, 6) for k, v in rag.timings.items()}, **record["timings"]}
+    if as_json:
+        console.print_json(json.dumps(record, ensure_ascii=False))
+        return
+    _print_record(record, question)
+
+
+@app.command("batch")
+def batch_cmd(
+    questions: Annotated[
+        Path, typer.Option("--questions", help="JSONL with a 'question' (or 'query') per row; 'id' kept.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Output JSONL of answer records (written atomically).")],
+    index: IndexOpt = None,
+    chunks_field: Annotated[
+        str | None,
+        typer.Option(
+            "--chunks-field",
+            help="Row field holding the chunks: a list of strings or of objects with 'text' (and optional id, "
+            "source), e.g. 'documents' for RAMDocs.",
+        ),
+    ] = None,
+    candidates_field: Annotated[
+        str | None, typer.Option("--candidates-field", help="Row field holding candidate claims (optional).")
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option(help="Questions per batched evaluator/generator call.", min=1)
+    ] = 8,
+    limit: Annotated[int | None, typer.Option(help="Answer only the first N questions.", min=1)] = None,
+    evaluator: EvaluatorOpt = None,
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+) -> None:
+    """Answer many questions, batching evaluator and generator calls across questions.
+
+    Exit codes: 0 done; 2 a user error (missing file or index, bad row, bad config field).
+    """
+    from tqdm.auto import tqdm
+
+    from .io import iter_jsonl, write_jsonl
+    from .types import Chunk, DataError
+
+    if (chunks_field is None) == (index is None):
+        _fail("give exactly one of --index DIR (retrieve) or --chunks-field NAME (chunks in each row)")
+    extra = [f"evaluator.name={evaluator}"] if evaluator else []
+    cfg = _load(config, overrides, extra)
+    rows: list[tuple[str, str, list | None, list]] = []
+    try:
+        for n, row in iter_jsonl(questions, "questions", DataError):
+            where = f"{questions}:{n}"
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object with a 'question'")
+            q = row.get("question", row.get("query"))
+            if not isinstance(q, str) or not q.strip():
+                raise DataError(f"{where}: field 'question' must be a non-empty string")
+            rid = str(row.get("id", n))
+            chunks = None
+            if chunks_field is not None:
+                raw = row.get(chunks_field)
+                if not isinstance(raw, list):
+                    raise DataError(f"{where}: field {chunks_field!r} must be a list of chunks")
+                chunks = []
+                for i, c in enumerate(raw, 1):
+                    text = c if isinstance(c, str) else c.get("text") if isinstance(c, dict) else None
+                    if not isinstance(text, str):
+                        raise DataError(
+                            f"{where}: {chunks_field}[{i - 1}] must be a string or an object with 'text'"
+                        )
+                    cid = str(c.get("id", f"d{i}")) if isinstance(c, dict) else f"d{i}"
+                    src = (
+                        c.get("source") if isinstance(c, dict) and isinstance(c.get("source"), str) else None
+                    )
+                    chunks.append(Chunk(cid, text, src, rank=i))
+            cands = row.get(candidates_field, []) if candidates_field else []
+            if not isinstance(cands, list) or not all(isinstance(x, str) for x in cands):
+                raise DataError(f"{where}: field {candidates_field!r} must be a list of strings")
+            rows.append((rid, q, chunks, cands))
+            if limit is not None and len(rows) >= limit:
+                break
+    except EvidentialError as exc:
+        _fail(str(exc))
+    if not rows:
+        _fail(f"{questions} holds no questions")
+    rag = _pipeline(cfg, index)
+    records = []
+    try:
+        with tqdm(total=len(rows), desc="batch", unit="q") as bar:
+            for s in range(0, len(rows), batch_size):
+                part = rows[s : s + batch_size]
+                got = rag.ask_batch(
+                    [q for _, q, _, _ in part], [c for _, _, c, _ in part], [c for *_, c in part]
+                )
+                for (rid, *_), rec in zip(part, got):
+                    records.append({"id": rid, **rec})
+                bar.update(len(part))
+    except EvidentialError as exc:
+        _fail(str(exc))
+    except RuntimeError as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+    write_jsonl(out, records)
+    routes = {r: sum(x["route"] == r for x in records) for r in ROUTES}
+    console.print(
+        f"{len(records)} answers → {out}; routes: " + ", ".join(f"{k} {v}" for k, v in routes.items()),
         highlight=False,
     )
 
@@ -428,7 +616,7 @@ def index_cmd(
 
 
 # commands defined in their own modules register themselves on `app`
-from . import cli_train  # noqa: E402,F401
+from . import cli_serve, cli_train  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
     app()

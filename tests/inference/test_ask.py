@@ -1,4 +1,4 @@
-"""`evidential-rag ask` end to end on the CPU default (packaged SmolLM2) with real chunks."""
+"""`evidential-rag ask` end to end with the prompt evaluator on the packaged SmolLM2 and real chunks."""
 
 import json
 
@@ -9,13 +9,23 @@ from inference.ramdocs import SAMPLE_PATH
 
 runner = CliRunner()
 EXAMPLE = SAMPLE_PATH.parent / "example_chunks.jsonl"
-FAST = ["--set", "evaluator.generation.max_tokens=64"]
+PROMPT = ["--evaluator", "prompt", "--set", "evaluator.generation.max_tokens=64"]
+FAST = [*PROMPT, "--set", "generator.name=template"]
 
 
 def test_ask_json_record_on_shipped_real_chunks():
     r = runner.invoke(
         app,
-        ["ask", 'Who is the artist of the album "Crazy World"?', "--chunks", str(EXAMPLE), "--json", *FAST],
+        [
+            "ask",
+            'Who is the artist of the album "Crazy World"?',
+            "--chunks",
+            str(EXAMPLE),
+            "--json",
+            *PROMPT,
+            "--set",
+            "generator.generation.max_tokens=32",
+        ],
     )
     assert r.exit_code == 0, r.output
     rec = json.loads(r.stdout)
@@ -37,14 +47,25 @@ def test_ask_json_record_on_shipped_real_chunks():
     ):
         assert key in rec, key
     assert rec["route"] in ("direct", "conflict", "abstain")
-    assert rec["logical_decisions"] == 3 and rec["batched_passes"] == 1
+    # prompt evaluator + LLM generator: k + 1 logical decisions in 2 batched passes (one model, shared)
+    assert rec["logical_decisions"] == 4 and rec["batched_passes"] == 2 and rec["evaluator_passes"] == 1
+    assert rec["generation"]["generator"] == "llm" and rec["generation"]["raw"] is not None
+    assert rec["retrieval"]["retrieved"] is False and rec["retrieval"]["reranked"] is False
     assert [c["chunk_id"] for c in rec["chunks"]] == ["doc1", "doc2", "doc3"]
     for c in rec["chunks"]:
         assert set(c) >= {"chunk_id", "claim", "answer", "stance", "evidence", "valid", "repaired"}
     masses = sum(c["mass"] for c in rec["claims"]) + rec["uncertainty"]
     assert abs(masses - 1) < 1e-5
     assert abs(rec["ignorance"] + rec["conflict"] - rec["uncertainty"]) < 1e-5
-    assert {"load_evaluator", "evaluate", "align", "fuse_route"} <= set(rec["timings"])
+    assert {
+        "load_evaluator",
+        "load_generator",
+        "retrieve",
+        "evaluate",
+        "align",
+        "fuse_route",
+        "generate",
+    } <= set(rec["timings"])
     assert rec["evaluator_meta"]["constrained"] is True
 
 
@@ -64,13 +85,17 @@ def test_ask_on_real_shared_chunks_with_table_output(shared_data, tmp_path):
 def test_ask_bad_inputs(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a"}\n')
-    r = runner.invoke(app, ["ask", "q", "--chunks", str(bad)])
+    r = runner.invoke(app, ["ask", "q", "--chunks", str(bad), *FAST])
     assert r.exit_code == 2 and "bad.jsonl:1: field 'text'" in r.stderr
-    r = runner.invoke(app, ["ask", "q", "--chunks", str(tmp_path / "none.jsonl")])
+    r = runner.invoke(app, ["ask", "q", "--chunks", str(tmp_path / "none.jsonl"), *FAST])
     assert r.exit_code == 2 and "no such chunks file" in r.stderr
     r = runner.invoke(app, ["ask", "q", "--chunks", str(EXAMPLE), "--evaluator", "oracle"])
     assert r.exit_code == 2 and "evaluator.name" in r.stderr
     r = runner.invoke(
-        app, ["ask", "q", "--chunks", str(EXAMPLE), "--set", "evaluator.backend.model=/no/model"]
+        app, ["ask", "q", "--chunks", str(EXAMPLE), *FAST, "--set", "evaluator.backend.model=/no/model"]
     )
     assert r.exit_code == 2 and "could not load" in r.stderr
+    r = runner.invoke(app, ["ask", "q", *FAST])
+    assert r.exit_code == 2 and "exactly one of --index DIR (retrieve) or --chunks FILE" in r.stderr
+    r = runner.invoke(app, ["ask", "q", "--index", str(tmp_path / "noindex"), *FAST])
+    assert r.exit_code == 2 and "noindex" in r.stderr

@@ -83,7 +83,7 @@ def test_label_records_route_as_expected(real_inputs):
 def test_llm_generator_one_batched_pass_on_real_records(smollm2, real_inputs):
     records, inputs = real_inputs
     before = smollm2.passes
-    gen = LLMGenerator(smollm2, GenerationConfig(max_tokens=32), max_chunk_chars=200)
+    gen = LLMGenerator(smollm2, GenerationConfig(max_tokens=24), max_chunk_chars=200)
     outs = gen.generate_batch(inputs)
     assert smollm2.passes - before == 1 and gen.passes == 1 and len(outs) == 3
     assert gen.generated == 3 and gen.fallbacks == sum(o.fallback for o in outs)

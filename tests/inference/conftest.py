@@ -1,4 +1,4 @@
-"""Fixtures of the retrieval tests: the packaged MiniLM embedder and a real RAMDocs index built once."""
+"""Fixtures of the inference tests: the packaged MiniLM embedder and a real RAMDocs index built once."""
 
 from __future__ import annotations
 

@@ -1,0 +1,106 @@
+"""Naive RAG: the top-k chunks pasted into one prompt, the generator answers (no evaluator, no routing).
+
+Same retriever, same generator model and decoding settings, same per-chunk character budget as the
+EvidentialRAG pipeline it is compared with; one logical decision and one batched pass per query.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evidential.errors import ConfigError
+
+from ..backends import load_backend
+from ..backends.base import Backend, Prompt
+from ..config import RunConfig
+from ..generation.prompt import quoted_chunks
+from ..io import rounded
+from ..types import Chunk
+
+__all__ = ["NAIVE_PROMPT_VERSION", "NaiveRAG", "naive_prompt"]
+
+NAIVE_PROMPT_VERSION = "naive/1.0"
+NAIVE_SYSTEM = (
+    "You answer questions from retrieved passages. Use only the passages; answer concisely and cite the ids "
+    "of the passages you used in square brackets."
+)
+
+
+def naive_prompt(question: str, chunks: Sequence[Chunk], max_chunk_chars: int) -> Prompt:
+    """The chat prompt of Naive RAG: the passages (delimited as in every other prompt) and the question."""
+    user = f"PASSAGES:\n{quoted_chunks(list(chunks), max_chunk_chars)}\n\nQUESTION: {question}\n\nANSWER:"
+    return [{"role": "system", "content": NAIVE_SYSTEM}, {"role": "user", "content": user}]
+
+
+class NaiveRAG:
+    """Retrieve top-k (or take the given chunks) and generate in one batched call for all questions.
+
+    Args:
+        config: The run config (``k``, ``generator`` section, ``retrieval`` / ``models``).
+        index: Index folder for retrieval (``None``: chunks are given per question).
+        backend: An already-loaded generator backend (share it with the pipeline it is compared with).
+        retriever: An already-built retriever (share it too).
+    """
+
+    name = "naive"
+
+    def __init__(
+        self,
+        config: RunConfig,
+        index: str | Path | None = None,
+        *,
+        backend: Backend | None = None,
+        retriever=None,
+    ):
+        if config.generator.name != "llm":
+            raise ConfigError("Naive RAG needs an LLM generator (generator.name: llm)")
+        self.config = config
+        self.backend = backend if backend is not None else load_backend(config.generator.backend)
+        self.retriever = retriever
+        if self.retriever is None and index is not None:
+            from ..retrieval import build_retriever
+
+            self.retriever = build_retriever(index, config)
+        self.passes = 0
+
+    def ask_batch(
+        self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk] | None] | None = None
+    ) -> list[dict[str, Any]]:
+        """Answer every question with one retrieval call and ONE batched generation call."""
+        questions = list(questions)
+        k = self.config.k
+        given = list(chunks) if chunks is not None else [None] * len(questions)
+        rows = [list(c)[:k] if c is not None else [] for c in given]
+        need = [i for i, c in enumerate(given) if c is None]
+        t_ret = 0.0
+        if need:
+            if self.retriever is None:
+                raise ConfigError("no index loaded: pass an index folder or give chunks")
+            t0 = time.perf_counter()
+            got = self.retriever.search_batch([questions[i] for i in need], k)
+            t_ret = (time.perf_counter() - t0) / len(need)
+            for i, cs in zip(need, got):
+                rows[i] = list(cs)[:k]
+        gcfg = self.config.generator
+        prompts = [naive_prompt(q, cs, gcfg.max_chunk_chars) for q, cs in zip(questions, rows)]
+        t0 = time.perf_counter()
+        gens = self.backend.generate(prompts, gcfg.generation)
+        t_gen = time.perf_counter() - t0
+        self.passes += 1
+        return [
+            {
+                "system": self.name,
+                "question": q,
+                "response": g.text.strip(),
+                "route": "direct",
+                "chunks": [{"chunk_id": c.id, "rank": c.rank, "source": c.source} for c in cs],
+                "timings": {"retrieve": rounded(t_ret if i in need else 0.0), "generate": rounded(t_gen)},
+                "logical_decisions": 1,
+                "batched_passes": 1,
+                "prompt_version": NAIVE_PROMPT_VERSION,
+            }
+            for i, (q, cs, g) in enumerate(zip(questions, rows, gens))
+        ]
