@@ -665,6 +665,7 @@ class _LazySimilarity:
 # MiniLM similarity (packaged all-MiniLM-L6-v2, offline)
 # --------------------------------------------------------------------------------------------------------
 
+
 def minilm_similarity(
     model_name_or_path: str | None = None,
     *,

@@ -88,22 +88,28 @@ def run_demo(
         out = Path(output)
         write_jsonl(out / "records.jsonl", rows)
         write_json(out / "summary.json", summary)
-        write_json(
-            out / "run.json",
-            {
-                "command": "demo",
-                "config": to_dict(cfg),
-                "seed": cfg.seed,
-                "data": summary["data"],
-                "versions": {
-                    "evidential-rag": evidential.__version__,
-                    "torch": torch.__version__,
-                    "python": platform.python_version(),
-                },
-            },
-        )
+        write_run(out, cfg, summary["data"], "oracle")
     summary["records"] = rows
     return summary
+
+
+def write_run(out: Path, cfg: RunConfig, data: str, mode: str) -> None:
+    """``run.json``: the command, mode, config, seed, data and versions of a demo run."""
+    write_json(
+        out / "run.json",
+        {
+            "command": "demo",
+            "mode": mode,
+            "config": to_dict(cfg),
+            "seed": cfg.seed,
+            "data": data,
+            "versions": {
+                "evidential-rag": evidential.__version__,
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+            },
+        },
+    )
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -207,21 +213,7 @@ def run_pipeline_demo(
     summary["generator"] = cfg.generator.name
     write_jsonl(out / "records.jsonl", rows)
     write_json(out / "summary.json", summary)
-    write_json(
-        out / "run.json",
-        {
-            "command": "demo",
-            "mode": "pipeline",
-            "config": to_dict(cfg),
-            "seed": cfg.seed,
-            "data": summary["data"],
-            "versions": {
-                "evidential-rag": evidential.__version__,
-                "torch": torch.__version__,
-                "python": platform.python_version(),
-            },
-        },
-    )
+    write_run(out, cfg, summary["data"], "pipeline")
     summary["records"] = rows
     return summary
 

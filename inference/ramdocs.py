@@ -17,8 +17,10 @@ from pathlib import Path
 
 import torch
 
+from training.data import TrainingDataError
+from training.datasets import DOC_TYPES, read_ramdocs
+
 from .alignment import normalize_text
-from .io import iter_jsonl
 from .types import DataError
 
 __all__ = [
@@ -33,58 +35,19 @@ __all__ = [
 ]
 
 SAMPLE_PATH = Path(__file__).resolve().parent / "data" / "ramdocs_sample.jsonl"
-DOC_TYPES = ("correct", "misinfo", "noise")
 
 
 # SQuAD normalization, the conservative exact-match alignment of labelled values (one implementation).
 normalize_answer = normalize_text
 
 
-def _fail(path: Path, line: int, msg: str):
-    raise DataError(f"{path}:{line}: {msg}")
-
-
-def _check(rec: object, path: Path, line: int) -> dict:
-    if not isinstance(rec, dict):
-        _fail(path, line, f"expected a JSON object, got {type(rec).__name__}")
-    for key, kind in (
-        ("question", str),
-        ("documents", list),
-        ("gold_answers", list),
-        ("wrong_answers", list),
-    ):
-        if key not in rec:
-            _fail(
-                path,
-                line,
-                f"missing field {key!r} (RAMDocs records have question, documents, gold_answers, wrong_answers)",
-            )
-        if not isinstance(rec[key], kind):
-            _fail(path, line, f"field {key!r} must be a {kind.__name__}, got {type(rec[key]).__name__}")
-    for i, doc in enumerate(rec["documents"]):
-        if not isinstance(doc, dict):
-            _fail(path, line, f"documents[{i}] must be an object with text, type and answer")
-        for key in ("text", "type", "answer"):
-            if not isinstance(doc.get(key), str):
-                _fail(path, line, f"documents[{i}].{key} must be a string")
-        if doc["type"] not in DOC_TYPES:
-            _fail(
-                path, line, f"documents[{i}].type is {doc['type']!r}; expected one of {', '.join(DOC_TYPES)}"
-            )
-    return rec
-
-
 def load_ramdocs(path: str | Path | None = None, limit: int | None = None) -> list[dict]:
     """Read and validate RAMDocs JSONL (default: the shipped sample). Errors name the file, line and field."""
-    p = Path(path) if path is not None else SAMPLE_PATH
-    out = []
-    for line_no, rec in iter_jsonl(p, "RAMDocs", DataError):
-        out.append(_check(rec, p, line_no))
-        if limit is not None and len(out) >= limit:
-            break
-    if not out:
-        raise DataError(f"{p}: the file holds no records")
-    return out
+    try:
+        records = read_ramdocs(Path(path) if path is not None else SAMPLE_PATH, limit)
+    except TrainingDataError as exc:
+        raise DataError(str(exc)) from None
+    return [{k: v for k, v in r.items() if k != "_line"} for r in records]
 
 
 def record_kind(record: dict) -> str:

@@ -73,7 +73,7 @@ from .backends.base import BackendError
 from .config import RunConfig, to_dict
 from .evaluators import EVALUATORS
 from .pipeline import EvidentialRAG
-from .types import Chunk
+from .types import Chunk, rank_order
 
 __all__ = [
     "API_KEY_ENV",
@@ -583,13 +583,7 @@ def _request_models(s: ServerConfig) -> tuple[type[BaseModel], type[BaseModel]]:
 
 def _to_chunks(items: list) -> list[Chunk]:
     """Request chunks → :class:`Chunk` in rank order; chunks without rank keep list order (as ``load_chunks``)."""
-    chunks = [Chunk(c.id, c.text, c.source, c.rank, c.score) for c in items]
-    order = sorted(range(len(chunks)), key=lambda i: (chunks[i].rank is None, chunks[i].rank or 0, i))
-    out = [chunks[i] for i in order]
-    for r, c in enumerate(out, 1):
-        if c.rank is None:
-            c.rank = r
-    return out
+    return rank_order([Chunk(c.id, c.text, c.source, c.rank, c.score) for c in items])
 
 
 def _error(status: int, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:

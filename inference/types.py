@@ -10,7 +10,7 @@ from evidential.errors import EvidentialError
 
 from .io import iter_jsonl
 
-__all__ = ["STANCES", "Chunk", "ChunkEvidence", "DataError", "load_chunks"]
+__all__ = ["STANCES", "Chunk", "ChunkEvidence", "DataError", "load_chunks", "rank_order"]
 
 STANCES = ("supports", "refutes", "irrelevant")
 
@@ -107,6 +107,12 @@ def load_chunks(path: str | Path) -> list[Chunk]:
         chunks.append(Chunk(cid, text, source, rank, score))
     if not chunks:
         raise DataError(f"{p}: the file holds no chunks")
+    return rank_order(chunks)
+
+
+def rank_order(chunks: list[Chunk]) -> list[Chunk]:
+    """Chunks sorted by ``rank``; chunks without one keep their order after the ranked ones and get the
+    rank of their position."""
     order = sorted(range(len(chunks)), key=lambda i: (chunks[i].rank is None, chunks[i].rank or 0, i))
     out = [chunks[i] for i in order]
     for r, c in enumerate(out, 1):

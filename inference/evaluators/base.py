@@ -19,7 +19,7 @@ from evidential.registry import Registry
 from ..alignment import ClaimAligner
 from ..types import Chunk, ChunkEvidence
 
-__all__ = ["EVALUATORS", "EvaluationResult", "Evaluator", "FrameClaim", "build_frame"]
+__all__ = ["EVALUATORS", "EvaluationResult", "Evaluator", "FrameClaim", "build_frame", "check_batch"]
 
 
 @dataclass
@@ -89,6 +89,18 @@ class Evaluator(Protocol):
 
 # name -> factory(EvaluatorConfig) -> Evaluator
 EVALUATORS: Registry[Any] = Registry("evaluator")
+
+
+def check_batch(
+    queries: Sequence[str], chunks: Sequence[Sequence[Chunk]], candidates: Sequence[Sequence[str]] | None
+) -> list[list[str]]:
+    """Check that a batch's lists line up and return the candidate lists (empty ones when ``None``)."""
+    if len(chunks) != len(queries):
+        raise ValueError(f"got {len(queries)} queries but {len(chunks)} chunk lists")
+    cands = [list(c) for c in candidates] if candidates is not None else [[] for _ in queries]
+    if len(cands) != len(queries):
+        raise ValueError(f"got {len(queries)} queries but {len(cands)} candidate lists")
+    return cands
 
 
 def build_frame(

@@ -17,7 +17,7 @@ class EvaluatorConfig:
     """Which evaluator turns (query, chunk) pairs into evidence, and with which model."""
 
     name: str = field(
-        default="prompt",
+        default="learned",
         metadata={
             "help": "Evaluator: 'prompt' (instruction LLM + JSON contract) or 'learned' (LoRA-tuned evidential head)."
         },

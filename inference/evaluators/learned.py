@@ -31,7 +31,7 @@ from training.text import normalize_text
 from ..alignment import ClaimAligner
 from ..io import rounded
 from ..types import Chunk, ChunkEvidence
-from .base import EvaluationResult, FrameClaim
+from .base import EvaluationResult, FrameClaim, check_batch
 
 __all__ = ["LearnedEvaluator", "YES_NO"]
 
@@ -85,11 +85,7 @@ class LearnedEvaluator:
         candidates: Sequence[Sequence[str]] | None = None,
     ) -> list[EvaluationResult]:
         """All queries' chunk decisions in at most two batched encoder passes (see the module docstring)."""
-        if len(chunks) != len(queries):
-            raise ValueError(f"got {len(queries)} queries but {len(chunks)} chunk lists")
-        cands = [list(c) for c in candidates] if candidates is not None else [[] for _ in queries]
-        if len(cands) != len(queries):
-            raise ValueError(f"got {len(queries)} queries but {len(cands)} candidate lists")
+        cands = check_batch(queries, chunks, candidates)
         texts = [[c.text[: self.max_chunk_chars] for c in cs] for cs in chunks]
         modes = []
         for q, cand in zip(queries, cands):

@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..alignment import ClaimAligner
 from ..backends.base import Backend, GenerationConfig
 from ..types import Chunk, ChunkEvidence
-from .base import EvaluationResult, build_frame
+from .base import EvaluationResult, build_frame, check_batch
 from .contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
 from .parsing import parse_decision
 
@@ -64,11 +64,7 @@ class PromptEvaluator:
         candidates: Sequence[Sequence[str]] | None = None,
     ) -> list[EvaluationResult]:
         """Every chunk decision of every query in ONE batched backend call."""
-        if len(chunks) != len(queries):
-            raise ValueError(f"got {len(queries)} queries but {len(chunks)} chunk lists")
-        cands = [list(c) for c in candidates] if candidates is not None else [[] for _ in queries]
-        if len(cands) != len(queries):
-            raise ValueError(f"got {len(queries)} queries but {len(cands)} candidate lists")
+        cands = check_batch(queries, chunks, candidates)
         prompts = [
             build_prompt(q, c.text[: self.max_chunk_chars], cand)
             for q, cs, cand in zip(queries, chunks, cands)

@@ -6,6 +6,7 @@ from typer.testing import CliRunner
 
 from inference.cli import app
 from inference.ramdocs import SAMPLE_PATH
+from inference.types import load_chunks
 
 runner = CliRunner()
 EXAMPLE = SAMPLE_PATH.parent / "example_chunks.jsonl"
@@ -99,3 +100,29 @@ def test_ask_bad_inputs(tmp_path):
     assert r.exit_code == 2 and "exactly one of --index DIR (retrieve) or --chunks FILE" in r.stderr
     r = runner.invoke(app, ["ask", "q", "--index", str(tmp_path / "noindex"), *FAST])
     assert r.exit_code == 2 and "noindex" in r.stderr
+
+
+def test_ask_defaults_to_the_shipped_learned_evaluator():
+    """The CPU default evaluator is the shipped checkpoint: claims extracted by its span head, scored in one
+    more encoder pass (2 batched passes for the 3 chunks), no LLM involved with the template generator."""
+    r = runner.invoke(
+        app,
+        [
+            "ask",
+            'Who is the artist of the album "Crazy World"?',
+            "--chunks",
+            str(EXAMPLE),
+            "--json",
+            "--set",
+            "generator.name=template",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)
+    assert rec["evaluator"] == "learned" and rec["evaluator_meta"]["claims_from"] == "extracted"
+    assert rec["evaluator_meta"]["checkpoint"].endswith("learned-minilm/best")
+    assert rec["logical_decisions"] == 3 and rec["batched_passes"] == 2
+    assert all(c["valid"] for c in rec["chunks"]) and rec["claims"]
+    texts = [c.text for c in load_chunks(EXAMPLE)]
+    for c in rec["claims"]:  # extracted claims are spans of the chunks
+        assert any(form in t for form in c["forms"] for t in texts)

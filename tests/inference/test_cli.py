@@ -4,6 +4,7 @@ from typer.testing import CliRunner
 
 import evidential
 from inference.cli import app
+from training.text import normalize_text
 
 runner = CliRunner()
 
@@ -94,9 +95,9 @@ def test_fuse_sanitize():
     assert "sanitized 1" in r.stderr and "--evidence[0, 1] = -1.0" in r.stderr
 
 
-def test_demo_writes_its_output_folder(tmp_path):
+def test_oracle_demo_writes_its_output_folder(tmp_path):
     out_dir = tmp_path / "demo"
-    r = runner.invoke(app, ["demo", "--output", str(out_dir), "--json"])
+    r = runner.invoke(app, ["demo", "--oracle", "--output", str(out_dir), "--json"])
     summary = _json(r)
     by = summary["by_kind"]
     assert by["all"]["n"] == 36 and by["agree"]["routes"]["direct"] == 12
@@ -130,6 +131,7 @@ def test_demo_on_the_shared_file_and_bad_data(shared_data, tmp_path):
             app,
             [
                 "demo",
+                "--oracle",
                 "--data",
                 str(shared_data / "ramdocs" / "RAMDocs_test.jsonl"),
                 "--output",
@@ -143,6 +145,34 @@ def test_demo_on_the_shared_file_and_bad_data(shared_data, tmp_path):
     assert summary["by_kind"]["all"]["n"] == 347
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": 1}\n')
-    r = runner.invoke(app, ["demo", "--data", str(bad), "--output", str(tmp_path / "e")])
-    assert r.exit_code == 2 and "bad.jsonl:1" in r.stderr
-    assert not (tmp_path / "e").exists()
+    for mode in (["--oracle"], []):
+        r = runner.invoke(app, ["demo", *mode, "--data", str(bad), "--output", str(tmp_path / "e")])
+        assert r.exit_code == 2 and "bad.jsonl:1" in r.stderr
+        assert not (tmp_path / "e").exists()
+
+
+def test_pipeline_demo_on_the_shipped_sample(tmp_path):
+    """The main job: index the sample's documents, retrieve, learned evaluator, fuse, route, generate."""
+    out_dir = tmp_path / "demo"
+    r = runner.invoke(
+        app, ["demo", "--limit", "4", "--output", str(out_dir), "--json", "--set", "generator.name=template"]
+    )
+    summary = _json(r)
+    assert summary["by_kind"]["all"]["n"] == 4 and summary["evaluator"] == "learned"
+    assert sum(summary["by_kind"]["all"]["routes"].values()) == 4
+    assert {"records.jsonl", "run.json", "summary.json", "corpus.jsonl", "index"} <= {
+        p.name for p in out_dir.iterdir()
+    }
+    rows = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
+    assert [len(r["retrieval"]["chunks"]) for r in rows] == [5] * 4
+    for row in rows:
+        assert row["retrieval"]["reranked"] is False and row["evaluator"] == "learned"
+        gold = {normalize_text(g) for g in row["gold_answers"]}
+        assert row["selected_is_gold"] == (
+            row["answer"] is not None and normalize_text(row["answer"]) in gold
+        )
+        assert 0 <= row["own_documents"] <= 5
+    # retrieval finds the questions' own documents
+    assert summary["by_kind"]["all"]["own_documents_at_k"] >= 2
+    run = json.loads((out_dir / "run.json").read_text())
+    assert run["mode"] == "pipeline" and run["config"]["evaluator"]["name"] == "learned"
