@@ -310,7 +310,9 @@ class EvidentialEvaluatorModel(nn.Module):
         enc = self.tokenizer(
             firsts,
             chunks,
-            truncation="only_second",
+            # the chunk is cut first; a first segment longer than the rest is cut too (never an error):
+            # claims that lose all their tokens get no evidence (evidence_matrices groups claims to avoid it)
+            truncation="longest_first",
             max_length=self.config.max_length,
             padding=True,
             return_offsets_mapping=True,
@@ -405,25 +407,48 @@ class EvidentialEvaluatorModel(nn.Module):
             )
         return out
 
+    def claim_groups(self, query: str, claims: list[str]) -> list[list[int]]:
+        """Split a frame's claim indices into groups whose listing fits half of ``max_length`` next to the
+        query, so that the chunk keeps at least half of the token budget (usually one group)."""
+        budget = (
+            self.config.max_length // 2
+            - len(self.tokenizer(query, add_special_tokens=False)["input_ids"])
+            - 3
+        )
+        groups: list[list[int]] = [[]]
+        used = 0
+        for j, c in enumerate(claims):
+            n = len(self.tokenizer(c, add_special_tokens=False)["input_ids"]) + 1
+            if groups[-1] and used + n > budget:
+                groups.append([])
+                used = 0
+            groups[-1].append(j)
+            used += n
+        return groups
+
     def evidence_matrices(
         self, queries: list[str], chunks: list[list[str]], claims: list[list[str]]
     ) -> list[torch.Tensor]:
-        """Evidence ``[k_q, M_q]`` for each query in ONE encoder pass over all its chunks (each row lists
-        the query's candidate claims)."""
-        rows_q, rows_c, rows_m, owner = [], [], [], []
+        """Evidence ``[k_q, M_q]`` for each query in ONE encoder pass over all its chunks; each row lists the
+        query's candidate claims (a long frame is listed over several rows per chunk, see
+        :meth:`claim_groups`)."""
+        rows_q, rows_c, rows_m, where = [], [], [], []
         for q, (ks, ms) in enumerate(zip(chunks, claims)):
             if not ms:
                 continue
-            for c in ks:
-                rows_q.append(queries[q]), rows_c.append(c), rows_m.append(list(ms)), owner.append(q)
+            groups = self.claim_groups(queries[q], list(ms))
+            for i, c in enumerate(ks):
+                for g in groups:
+                    rows_q.append(queries[q])
+                    rows_c.append(c)
+                    rows_m.append([ms[j] for j in g])
+                    where.append((q, i, g))
         mats = [torch.zeros(len(ks), len(ms), device=self.device) for ks, ms in zip(chunks, claims)]
         if not rows_q:
             return mats
         ev = self(rows_q, rows_c, rows_m)["evidence"]
-        seen = [0] * len(queries)
-        for r, q in enumerate(owner):
-            mats[q][seen[q]] = ev[r, : len(claims[q])]
-            seen[q] += 1
+        for r, (q, i, g) in enumerate(where):
+            mats[q][i, g] = ev[r, : len(g)]
         return mats
 
     @torch.no_grad()

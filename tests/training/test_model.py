@@ -122,3 +122,15 @@ def test_yes_no_and_encoder_resolution():
     assert not is_yes_no_question("Which river is longest?")
     assert resolve_encoder("sentence-transformers/all-MiniLM-L6-v2").endswith("model")
     assert resolve_encoder("some/other-model") == "some/other-model"
+
+
+def test_a_frame_too_long_for_one_row_is_listed_over_several(model):
+    claims = [f"candidate answer number {i} with several words" for i in range(8)]
+    groups = model.claim_groups("Which candidate is right?", claims)
+    assert len(groups) > 1 and sorted(j for g in groups for j in g) == list(range(8))
+    model.eval()
+    with torch.no_grad():
+        (ev,) = model.evidence_matrices(["Which candidate is right?"], [["a chunk " * 40, "short"]], [claims])
+        alone = model.evidence_matrices(["Which candidate is right?"], [["short"]], [[claims[5]]])[0]
+    assert ev.shape == (2, 8) and bool((ev > 0).all())  # every claim got its tokens (none truncated away)
+    assert 0 < float(alone[0, 0])

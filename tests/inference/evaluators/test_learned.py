@@ -110,6 +110,8 @@ def test_ask_with_the_learned_evaluator(tiny_checkpoint, tmp_path):
             f"evaluator.checkpoint={tiny_checkpoint}",
             "--candidates",
             "Paris,Lyon",
+            "--set",
+            "generator.name=template",
         ],
     )
     assert res.exit_code == 0, res.output
