@@ -25,7 +25,14 @@ from .config import RunConfig, to_dict
 from .io import rounded, write_json, write_jsonl
 from .ramdocs import SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer, record_kind
 
-__all__ = ["KINDS", "run_demo", "run_pipeline_demo", "summarize", "summarize_pipeline"]
+__all__ = [
+    "KINDS",
+    "run_demo",
+    "run_pipeline_demo",
+    "summarize",
+    "summarize_by_kind",
+    "summarize_pipeline",
+]
 
 KINDS = ("agree", "ambiguous", "misinformation")
 
@@ -112,8 +119,9 @@ def write_run(out: Path, cfg: RunConfig, data: str, mode: str) -> None:
     )
 
 
-def summarize(rows: list[dict]) -> dict:
-    """Per record kind: count, route counts, mean U / ignorance / conflict / K̄, top-claim-is-gold rate."""
+def summarize_by_kind(rows: list[dict], means: dict[str, str]) -> dict:
+    """Per record kind (and ``all``): ``n``, route counts and the mean of each ``means`` field
+    (output name → record key)."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         groups[r["kind"]].append(r)
@@ -123,18 +131,27 @@ def summarize(rows: list[dict]) -> dict:
         g = groups.get(kind, [])
         if not g:
             continue
-        n = len(g)
         routes = Counter(r["route"] for r in g)
         out[kind] = {
-            "n": n,
+            "n": len(g),
             "routes": {name: routes.get(name, 0) for name in evidential.ROUTES},
-            "mean_U": rounded(sum(r["U_global"] for r in g) / n),
-            "mean_ignorance": rounded(sum(r["ignorance"] for r in g) / n),
-            "mean_conflict": rounded(sum(r["conflict"] for r in g) / n),
-            "mean_pairwise_conflict": rounded(sum(r["mean_pairwise_conflict"] for r in g) / n),
-            "top_claim_is_gold": rounded(sum(r["selected_is_gold"] for r in g) / n),
+            **{name: rounded(sum(r[key] for r in g) / len(g)) for name, key in means.items()},
         }
     return {"by_kind": out}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Label-evidence demo: mean U / ignorance / conflict / K̄ and the top-claim-is-gold rate per kind."""
+    return summarize_by_kind(
+        rows,
+        {
+            "mean_U": "U_global",
+            "mean_ignorance": "ignorance",
+            "mean_conflict": "conflict",
+            "mean_pairwise_conflict": "mean_pairwise_conflict",
+            "top_claim_is_gold": "selected_is_gold",
+        },
+    )
 
 
 def run_pipeline_demo(
@@ -219,24 +236,13 @@ def run_pipeline_demo(
 
 
 def summarize_pipeline(rows: list[dict]) -> dict:
-    """Per record kind: count, routes, mean U, selected-claim accuracy, strict EM, retrieval of own documents."""
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        groups[r["kind"]].append(r)
-        groups["all"].append(r)
-    out = {}
-    for kind in (*KINDS, "all"):
-        g = groups.get(kind, [])
-        if not g:
-            continue
-        n = len(g)
-        routes = Counter(r["route"] for r in g)
-        out[kind] = {
-            "n": n,
-            "routes": {name: routes.get(name, 0) for name in evidential.ROUTES},
-            "mean_U": rounded(sum(r["uncertainty"] for r in g) / n),
-            "selected_is_gold": rounded(sum(r["selected_is_gold"] for r in g) / n),
-            "strict_em": rounded(sum(r["strict_em"] for r in g) / n),
-            "own_documents_at_k": rounded(sum(r["own_documents"] for r in g) / n),
-        }
-    return {"by_kind": out}
+    """Pipeline demo: mean U, selected-claim accuracy, strict EM and own documents retrieved, per kind."""
+    return summarize_by_kind(
+        rows,
+        {
+            "mean_U": "uncertainty",
+            "selected_is_gold": "selected_is_gold",
+            "strict_em": "strict_em",
+            "own_documents_at_k": "own_documents",
+        },
+    )
