@@ -16,6 +16,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -52,7 +53,7 @@ def main() -> None:
     retriever = build_retriever(work / "index", cfg)
     backend = load_backend(cfg.generator.backend)  # ONE generator model shared by all systems
     generator = build_generator(cfg.generator, backend)
-    learned = build_evaluator(cfg.evaluator.__class__(**{**cfg.evaluator.__dict__, "name": "learned"}))
+    learned = build_evaluator(replace(cfg.evaluator, name="learned"))
     prompt_cfg = cfg.evaluator
     prompt = PromptEvaluator(
         backend if prompt_cfg.backend == cfg.generator.backend else load_backend(prompt_cfg.backend),
