@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=40, help="validation queries (0: all)")
     ap.add_argument("--backend", default="llamacpp", help="prompt evaluator backend (transformers, llamacpp)")
     ap.add_argument("--batch", type=int, default=4, help="queries per batched call")
+    ap.add_argument("--evaluators", default="learned,prompt", help="which evaluators to run")
     ap.add_argument("--out", default="outputs/bench_learned_vs_prompt.json")
     args = ap.parse_args()
     cfg = load_train_config(args.config)
@@ -68,10 +69,13 @@ def main() -> None:
     if args.limit:
         val = val[: args.limit]
     report: dict = {"queries": len(val), "sources": sorted(keep), "config": args.config, "evaluators": {}}
+    chosen = set(args.evaluators.split(","))
     for name, ecfg in (
         ("learned", EvaluatorConfig(name="learned", checkpoint=args.checkpoint)),
         ("prompt", EvaluatorConfig(name="prompt", backend=BackendConfig(name=args.backend))),
     ):
+        if name not in chosen:
+            continue
         evaluator = build_evaluator(ecfg)
         outcomes, per_query = run(evaluator, val, args.batch)
         metrics = score_outcomes(outcomes, support_threshold=1.0, lam=cfg.loss.lam, rule=cfg.loss.rule)
