@@ -284,27 +284,36 @@ def demo_cmd(
         console.print_json(json.dumps(summary))
         return
     fc = cfg.fusion
-    t = Table(
-        title=f"RAMDocs, label-derived evidence ({len(records)} records; {fc.rule} λ={fc.lam}, "
-        f"{fc.policy} τ1={fc.tau1} τ2={fc.tau2})"
+    _print_kind_table(
+        f"RAMDocs, label-derived evidence ({len(records)} records; {fc.rule} λ={fc.lam}, "
+        f"{fc.policy} τ1={fc.tau1} τ2={fc.tau2})",
+        summary,
+        [
+            ("U", "mean_U", ".3f"),
+            ("ign.", "mean_ignorance", ".3f"),
+            ("confl.", "mean_conflict", ".3f"),
+            ("K̄", "mean_pairwise_conflict", ".3f"),
+            ("top=gold", "top_claim_is_gold", ".2f"),
+        ],
     )
+    console.print(f"data: {summary['data']}")
+    console.print(f"wrote {output}/records.jsonl, summary.json, run.json")
+
+
+def _print_kind_table(title: str, summary: dict, columns: list[tuple[str, str, str]]) -> None:
+    """One row per record kind: n, route counts, then ``columns`` (header, summary key, format)."""
+    t = Table(title=title)
     t.add_column("kind", no_wrap=True)
-    for col in ("n", *ROUTES, "U", "ign.", "confl.", "K̄", "top=gold"):
+    for col in ("n", *ROUTES, *(c[0] for c in columns)):
         t.add_column(col, justify="right", no_wrap=True)
     for kind, s in summary["by_kind"].items():
         t.add_row(
             kind,
             str(s["n"]),
             *(str(s["routes"][r]) for r in ROUTES),
-            f"{s['mean_U']:.3f}",
-            f"{s['mean_ignorance']:.3f}",
-            f"{s['mean_conflict']:.3f}",
-            f"{s['mean_pairwise_conflict']:.3f}",
-            f"{s['top_claim_is_gold']:.2f}",
+            *(format(s[key], fmt) for _, key, fmt in columns),
         )
     console.print(t)
-    console.print(f"data: {summary['data']}")
-    console.print(f"wrote {output}/records.jsonl, summary.json, run.json")
 
 
 def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, output: Path) -> None:
@@ -318,24 +327,17 @@ def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, out
             highlight=False,
         )
     fc = cfg.fusion
-    t = Table(
-        title=f"EvidentialRAG on {len(records)} RAMDocs questions ({cfg.evaluator.name} evaluator, "
-        f"{cfg.generator.name} generator, k={cfg.k}; {fc.rule} λ={fc.lam}, τ1={fc.tau1} τ2={fc.tau2})"
+    _print_kind_table(
+        f"EvidentialRAG on {len(records)} RAMDocs questions ({cfg.evaluator.name} evaluator, "
+        f"{cfg.generator.name} generator, k={cfg.k}; {fc.rule} λ={fc.lam}, τ1={fc.tau1} τ2={fc.tau2})",
+        summary,
+        [
+            ("U", "mean_U", ".3f"),
+            ("selected=gold", "selected_is_gold", ".2f"),
+            ("strict EM", "strict_em", ".2f"),
+            ("own docs@k", "own_documents_at_k", ".2f"),
+        ],
     )
-    t.add_column("kind", no_wrap=True)
-    for col in ("n", *ROUTES, "U", "selected=gold", "strict EM", "own docs@k"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for kind, s in summary["by_kind"].items():
-        t.add_row(
-            kind,
-            str(s["n"]),
-            *(str(s["routes"][r]) for r in ROUTES),
-            f"{s['mean_U']:.3f}",
-            f"{s['selected_is_gold']:.2f}",
-            f"{s['strict_em']:.2f}",
-            f"{s['own_documents_at_k']:.2f}",
-        )
-    console.print(t)
     tm = summary["timings_s"]
     console.print(
         f"index {tm['index']:.1f}s, models {tm['load_models']:.1f}s, answering {tm['answer']:.1f}s "
