@@ -39,10 +39,11 @@ def make_aligner(cfg) -> ClaimAligner:
 
 
 @EVALUATORS.register("prompt")
-def prompt_evaluator(cfg) -> PromptEvaluator:
-    """Build the prompt evaluator from an ``EvaluatorConfig`` (loads the backend's model)."""
+def prompt_evaluator(cfg, backend=None) -> PromptEvaluator:
+    """Build the prompt evaluator from an ``EvaluatorConfig`` (loads the backend's model unless an
+    already-loaded ``backend`` of the same section is given)."""
     return PromptEvaluator(
-        load_backend(cfg.backend),
+        backend if backend is not None else load_backend(cfg.backend),
         cfg.generation,
         constrained=cfg.constrained,
         aligner=make_aligner(cfg),
@@ -68,6 +69,7 @@ def learned_evaluator(cfg) -> LearnedEvaluator:
     )
 
 
-def build_evaluator(cfg) -> Evaluator:
-    """The evaluator named by ``cfg.name``."""
-    return EVALUATORS.get(cfg.name)(cfg)
+def build_evaluator(cfg, **components) -> Evaluator:
+    """The evaluator named by ``cfg.name`` (``components``: already-loaded parts it accepts, e.g. the
+    prompt evaluator's ``backend``)."""
+    return EVALUATORS.get(cfg.name)(cfg, **components)

@@ -1,0 +1,173 @@
+"""The systems an evaluation compares, chosen by name through :data:`SYSTEMS`, all on one harness.
+
+Every system answers the same instances from the same chunks (the harness selects them once per instance),
+with the same generator model and decoding settings, context budget (``k`` chunks, ``max_chunk_chars``
+each) and generation length — the paper's matched comparison (§4.2). Models load once per evaluation: the
+systems share one loaded generator backend through :class:`SharedModels`.
+
+A system is a class with ``name``, ``__init__(config, shared)``, ``answer_batch(questions, chunks) ->
+list[answer record]``, ``set_seed(seed)`` and ``describe() -> dict``. The baselines issue registers more
+(Corrective RAG, Self-RAG) in the same registry.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from evidential.registry import Registry
+
+from ..config import RunConfig
+from ..types import Chunk
+
+__all__ = [
+    "SYSTEMS",
+    "EvidentialLearnedSystem",
+    "EvidentialPromptSystem",
+    "EvidentialSystem",
+    "NaiveSystem",
+    "SharedModels",
+    "build_systems",
+    "seed_everything",
+]
+
+SYSTEMS: Registry = Registry("system")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (every system's sampling starts from the same state for a seed)."""
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class SharedModels:
+    """Models loaded once and shared by the systems of one evaluation (the generator backend)."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self._generator_backend = None
+
+    @property
+    def generator_backend(self):
+        """The loaded generator backend (``None`` with the template generator)."""
+        if self._generator_backend is None and self.config.generator.name == "llm":
+            from ..backends import load_backend
+
+            self._generator_backend = load_backend(self.config.generator.backend)
+        return self._generator_backend
+
+    def offer_generator_backend(self, backend) -> None:
+        """Use an already-loaded generator backend (the pipeline's) for the systems built after it."""
+        if self._generator_backend is None and backend is not None:
+            self._generator_backend = backend
+
+
+def _with_seed(config: RunConfig, seed: int) -> RunConfig:
+    gen = config.generator
+    return replace(config, seed=seed, generator=replace(gen, generation=replace(gen.generation, seed=seed)))
+
+
+@SYSTEMS.register("evidential")
+class EvidentialSystem:
+    """EvidentialRAG (:class:`~inference.pipeline.EvidentialRAG`) with the configured evaluator
+    (``evidential-learned`` / ``evidential-prompt`` force one, for prompt-vs-learned in one run)."""
+
+    name = "evidential"
+    evaluator: str | None = None  # None = the config's evaluator.name
+
+    def __init__(self, config: RunConfig, shared: SharedModels):
+        from ..evaluators import build_evaluator
+        from ..generation import build_generator, can_share_backend
+        from ..pipeline import EvidentialRAG
+
+        if self.evaluator is not None:
+            config = replace(config, evaluator=replace(config.evaluator, name=self.evaluator))
+        backend = shared._generator_backend
+        evaluator = generator = None
+        if backend is not None:
+            generator = build_generator(config.generator, backend)
+            if config.evaluator.name == "prompt" and can_share_backend(
+                config.evaluator.backend, config.generator.backend
+            ):
+                evaluator = build_evaluator(config.evaluator, backend=backend)
+        self.rag = EvidentialRAG(config, evaluator=evaluator, generator=generator)
+        shared.offer_generator_backend(getattr(self.rag.generator, "backend", None))
+
+    def set_seed(self, seed: int) -> None:
+        gen = getattr(self.rag.generator, "generation", None)
+        if gen is not None:
+            self.rag.generator.generation = replace(gen, seed=seed)
+        self.rag.config = _with_seed(self.rag.config, seed)
+
+    def answer_batch(self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk]]) -> list[dict]:
+        return self.rag.ask_batch(questions, chunks)
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.rag.config
+        out = {"evaluator": cfg.evaluator.name, "generator": cfg.generator.name}
+        if cfg.evaluator.name == "learned":
+            out["checkpoint"] = str(cfg.evaluator.checkpoint)
+        else:
+            out["evaluator_model"] = cfg.evaluator.backend.model
+        if cfg.generator.name == "llm":
+            out["generator_model"] = cfg.generator.backend.model
+        return out
+
+
+@SYSTEMS.register("evidential-learned")
+class EvidentialLearnedSystem(EvidentialSystem):
+    """EvidentialRAG with the learned evaluator, whatever the config says."""
+
+    name = "evidential-learned"
+    evaluator = "learned"
+
+
+@SYSTEMS.register("evidential-prompt")
+class EvidentialPromptSystem(EvidentialSystem):
+    """EvidentialRAG with the prompt evaluator, whatever the config says."""
+
+    name = "evidential-prompt"
+    evaluator = "prompt"
+
+
+@SYSTEMS.register("naive")
+class NaiveSystem:
+    """Naive RAG (:class:`~inference.baselines.NaiveRAG`): the k chunks in one prompt, no evaluator."""
+
+    name = "naive"
+
+    def __init__(self, config: RunConfig, shared: SharedModels):
+        from ..baselines import NaiveRAG
+
+        self.rag = NaiveRAG(config, backend=shared.generator_backend)
+
+    def set_seed(self, seed: int) -> None:
+        self.rag.config = _with_seed(self.rag.config, seed)
+
+    def answer_batch(self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk]]) -> list[dict]:
+        return self.rag.ask_batch(questions, chunks)
+
+    def describe(self) -> dict[str, Any]:
+        return {"generator": "llm", "generator_model": self.rag.config.generator.backend.model}
+
+
+def build_systems(
+    names: Sequence[str], config: RunConfig, shared: SharedModels | None = None
+) -> dict[str, Any]:
+    """Build the named systems once, sharing the generator backend; ``evidential`` is built first so that
+    the pipeline's backend (shared with the prompt evaluator when it names the same model) serves all.
+    ``shared`` may carry an already-loaded generator backend (:meth:`SharedModels.offer_generator_backend`).
+    """
+    for n in names:
+        SYSTEMS.get(n)  # unknown names fail before any model loads, listing the known ones
+    shared = shared if shared is not None else SharedModels(config)
+    order = sorted(names, key=lambda n: not n.startswith("evidential"))
+    built = {n: SYSTEMS.get(n)(config, shared) for n in order}
+    return {n: built[n] for n in names}
