@@ -44,7 +44,7 @@ from evidential.registry import Registry
 from training.text import normalize_text
 
 from ..backends.base import Backend, BackendConfig, GenerationConfig, Prompt, load_backend
-from ..evaluators.parsing import _extract as _extract_json  # the evaluator's lenient JSON extraction
+from ..evaluators.parsing import extract_json_object
 from ..generation.prompt import quoted_chunks
 from ..types import Chunk
 
@@ -685,7 +685,7 @@ def parse_judgement(text: object) -> ParsedJudgement:
             return ParsedJudgement(
                 empty, "", "failed", [f"output longer than {_MAX_OUTPUT_CHARS} characters"]
             )
-        obj, strict, errors = _extract_json(text)
+        obj, strict, errors = extract_json_object(text)
         if not isinstance(obj, dict):
             return ParsedJudgement(empty, "", "failed", [*errors, "output is not a JSON object"])
         errors = list(errors)

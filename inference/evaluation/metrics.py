@@ -322,6 +322,9 @@ REFUSAL_PATTERNS: tuple[str, ...] = (
     r"(?:\b(?:does|do|did) not|n't) (?:contain|provide|mention|include|give|state|specify|say) "
     r"(?:any |enough |sufficient |the )?(?:relevant )?(?:information|evidence|answer)\b",
     r"\b(?:contains?|provides?|gives?|mentions?|has|have) no (?:relevant )?(?:information|evidence|answer)\b",
+    # "the evidence is too weak or (too) contradictory to answer" (how small generators echo the abstain
+    # instruction of the project's LLM prompt)
+    r"\btoo (?:weak|contradictory|uncertain|inconsistent|limited)\b(?: or (?:too )?\w+)? to answer\b",
     # "no answer" (but not "no definitive/single answer": conflict answers often say that and go on)
     r"\bno answer\b",
     # CRAG's answer to false-premise questions

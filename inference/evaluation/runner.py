@@ -36,7 +36,7 @@ from evidential.errors import ConfigError
 from ..config import RunConfig
 from ..io import rounded, write_json, write_jsonl
 from ..types import Chunk, DataError
-from .datasets import EvalInstance, default_data_path, load_eval_dataset
+from .datasets import EvalInstance, chunk_passages, default_data_path, load_eval_dataset
 
 __all__ = [
     "EvaluateOptions",
@@ -114,17 +114,9 @@ def select_chunks(
     question (cosine of the embedder's unit vectors) are kept in similarity order, otherwise the dataset's
     order. Ranks are 1..n.
     """
-    pieces: list[tuple[Chunk, dict]] = []
-    for p, label in zip(instance.passages, instance.passage_labels):
-        if embedder is not None and len(p.text) > chunk_tokens:  # cheap pre-check, then count tokens
-            from ..retrieval.text import chunk_text
-
-            spans = chunk_text(p.text, embedder.tokenizer, chunk_tokens, chunk_overlap)
-            if len(spans) > 1:
-                for n, span in enumerate(spans):
-                    pieces.append((Chunk(id=f"{p.id}#{n}", text=span.text, source=p.source), dict(label)))
-                continue
-        pieces.append((Chunk(id=p.id, text=p.text, source=p.source), dict(label)))
+    if embedder is not None:
+        instance = chunk_passages(instance, chunk_tokens, chunk_overlap, embedder.tokenizer)
+    pieces = list(zip(instance.passages, instance.passage_labels))
     scores = [None] * len(pieces)
     if len(pieces) > k:
         if embedder is None:

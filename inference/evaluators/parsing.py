@@ -139,8 +139,10 @@ def _loads_lenient(candidate: str) -> object:
         return None
 
 
-def _extract(text: str) -> tuple[object, bool, list[str]]:
-    """(object, parsed strictly, errors)."""
+def extract_json_object(text: str) -> tuple[object, bool, list[str]]:
+    """The lenient JSON extraction shared by the evaluator and the LLM judge: ``(object or None, parsed
+    strictly, repair notes / errors)`` — strict JSON first, then a code fence removed, the first balanced
+    object scanned (a truncated one closed) and parsed leniently."""
     stripped = text.strip()
     try:
         return json.loads(stripped), True, []
@@ -205,7 +207,7 @@ def _parse(text: object, inventory: Sequence[str]) -> ParsedDecision:
         return _failed([], f"output is {type(text).__name__}, not text")
     if len(text) > MAX_CHARS:
         return _failed([], f"output longer than {MAX_CHARS} characters")
-    obj, strict, errors = _extract(text)
+    obj, strict, errors = extract_json_object(text)
     if not isinstance(obj, dict):
         return _failed(errors, "output is not a JSON object")
     repaired = not strict

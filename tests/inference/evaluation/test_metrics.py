@@ -566,3 +566,15 @@ def test_spearman_properties(pairs):
         assert -1.0 - 1e-9 <= rho <= 1.0 + 1e-9
         assert rho == pytest.approx(spearman(y, x))
         assert spearman(x, x) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The evidence is too weak or contradictory to answer.",
+        "The evidence is too weak or too contradictory to answer.",
+    ],
+)
+def test_is_refusal_catches_echoed_abstain_instruction(text):
+    # how SmolLM2 answers on the abstain route (seen in a real evaluation run on RAMDocs)
+    assert is_refusal(text)
