@@ -398,6 +398,23 @@ IndexOpt = Annotated[
 EvaluatorOpt = Annotated[
     str | None, typer.Option("--evaluator", help="Evaluator: learned (default on CPU) or prompt.")
 ]
+CalibrationOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration",
+        help="Calibration file from `evidential-rag calibrate` (evidence scale, λ, τ1/τ2, isotonic confidence); "
+        "refused when fitted for another evaluator or checkpoint.",
+    ),
+]
+
+
+def _with_calibration(cfg: RunConfig, calibration: Path | None) -> RunConfig:
+    """``--calibration FILE`` sets the run config's ``calibration`` field (the pipeline loads and checks it)."""
+    if calibration is None:
+        return cfg
+    from dataclasses import replace
+
+    return replace(cfg, calibration=str(calibration))
 
 
 @app.command("ask")
@@ -418,6 +435,7 @@ def ask_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the answer record as one JSON object.")
     ] = False,
+    calibration: CalibrationOpt = None,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -430,7 +448,7 @@ def ask_cmd(
     if (chunks is None) == (index is None):
         _fail("give exactly one of --index DIR (retrieve) or --chunks FILE (chunks given)")
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = _load(config, overrides, extra)
+    cfg = _with_calibration(_load(config, overrides, extra), calibration)
     if not question.strip():
         _fail("QUESTION is empty")
     cand = _parse_claims(candidates, None) if candidates is not None else []
@@ -475,6 +493,7 @@ def batch_cmd(
     ] = 8,
     limit: Annotated[int | None, typer.Option(help="Answer only the first N questions.", min=1)] = None,
     evaluator: EvaluatorOpt = None,
+    calibration: CalibrationOpt = None,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -490,7 +509,7 @@ def batch_cmd(
     if (chunks_field is None) == (index is None):
         _fail("give exactly one of --index DIR (retrieve) or --chunks-field NAME (chunks in each row)")
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = _load(config, overrides, extra)
+    cfg = _with_calibration(_load(config, overrides, extra), calibration)
     rows: list[tuple[str, str, list | None, list]] = []
     try:
         for n, row in iter_jsonl(questions, "questions", DataError):
@@ -618,7 +637,11 @@ def index_cmd(
 
 
 # commands defined in their own modules register themselves on `app`
-from . import cli_serve, cli_train  # noqa: E402,F401
+from . import cli_calibrate, cli_distill, cli_evaluate, cli_serve, cli_sft, cli_train  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    # `python -m inference.cli` (e.g. `accelerate launch -m inference.cli train-prompt-evaluator`) runs this
+    # file as `__main__`; the command modules above registered themselves on `inference.cli.app`, not here
+    from inference.cli import app as _registered_app
+
+    _registered_app()

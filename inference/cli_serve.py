@@ -12,7 +12,7 @@ import typer
 
 from evidential.errors import EvidentialError
 
-from .cli import ConfigOpt, SetOpt, _fail, _load, app, err
+from .cli import CalibrationOpt, ConfigOpt, SetOpt, _fail, _load, _with_calibration, app, err
 from .server import API_KEY_ENV, ServerConfig, check_concurrency, create_app
 
 _H = ServerConfig.help()
@@ -24,6 +24,7 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 def serve_cmd(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
+    calibration: CalibrationOpt = None,
     index: Annotated[
         Path | None,
         typer.Option(
@@ -63,7 +64,7 @@ def serve_cmd(
 
     from .backends.base import BackendError
 
-    cfg = _load(config, overrides, [])
+    cfg = _with_calibration(_load(config, overrides, []), calibration)
     if log_level not in LOG_LEVELS:
         _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}; got {log_level!r}")
     try:

@@ -117,10 +117,22 @@ class RunConfig:
         default_factory=RetrievalConfig,
         metadata={"help": "Indexing, retrieval (dense / bm25 / hybrid) and reranking."},
     )
+    calibration: str | None = field(
+        default=None,
+        metadata={
+            "help": "Calibration file written by `evidential-rag calibrate` (evidence scale, λ, τ1/τ2, isotonic "
+            "confidence map), or null for none. It must have been fitted for this evaluator and checkpoint "
+            "(or prompt model); its λ/τ replace fusion.lam/tau1/tau2."
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigError(f"k must be an integer >= 1; got {self.k!r}")
+        if self.calibration is not None and (
+            not isinstance(self.calibration, str) or not self.calibration.strip()
+        ):
+            raise ConfigError(f"calibration must be a file path or null; got {self.calibration!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"seed must be an integer; got {self.seed!r}")
 

@@ -41,6 +41,11 @@ class EvidentialRAG:
         index: An index folder built by ``evidential-rag index`` (or ``None``: chunks are passed per question).
         evaluator, generator, retriever: Already-built components (tests, servers); ``None`` builds them
             from the config.
+
+    With ``config.calibration`` set, the calibration file is loaded once (and refused when fitted for another
+    evaluator, checkpoint or fusion setting, see :func:`inference.calibration.load_calibration`): its λ/τ1/τ2
+    replace the config's, the evidence is scaled (``e' = s · e^p``) before fusion, and every record gets
+    ``calibrated_confidence`` (the isotonic map of ``confidence``) and ``calibration`` (file, fingerprint).
     """
 
     def __init__(
@@ -52,6 +57,14 @@ class EvidentialRAG:
         generator=None,
         retriever=None,
     ):
+        self.calibration = None
+        self.calibration_info: dict[str, Any] | None = None
+        if config.calibration is not None:
+            from .calibration import calibration_record, load_calibration
+
+            self.calibration = load_calibration(config.calibration, config)
+            self.calibration_info = calibration_record(self.calibration, config.calibration)
+            config = replace(config, fusion=replace(config.fusion, **self.calibration.fusion_overrides()))
         self.config = config
         self.timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -124,7 +137,14 @@ class EvidentialRAG:
                 rows[i] = list(cs)[:k]
         cands = [list(c) for c in candidates] if candidates is not None else [[] for _ in questions]
         results = self.evaluator.evaluate_batch(questions, rows, cands)
+        cal = self.calibration
+        if cal is not None:
+            results = [replace(r, evidence=cal.apply_to_evidence(r.evidence)) for r in results]
         records = [answer_record(res, fusion, q) for res, q in zip(results, questions)]
+        if cal is not None:
+            for rec in records:
+                rec["calibrated_confidence"] = rounded(cal.calibrated_confidence(rec["confidence"]))
+                rec["calibration"] = dict(self.calibration_info or {})
         inputs = [generation_input_from_record(r, cs) for r, cs in zip(records, rows)]
         outputs = self.generator.generate_batch(inputs)
         info = dict(getattr(self.retriever, "info", {}) or {}) if self.retriever is not None else {}

@@ -92,10 +92,25 @@ class LossConfig:
         default=0.6, metadata={"help": "λ of the fusion the query-level loss differentiates through."}
     )
     rule: str = field(default="lambda", metadata={"help": "Fusion rule of the query-level loss."})
+    distill_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of the soft-target loss toward a teacher's evidence on rows that carry "
+            "teacher_evidence (evidential-rag distill); 0: off."
+        },
+    )
+    distill_kind: str = field(
+        default="log_mse",
+        metadata={
+            "help": "Distillation loss: log_mse (squared error of log(1+e)) or kl (KL(Dir(e_s+1) || Dir(e_t+1)))."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.edl_kind not in ("mse", "log", "digamma"):
             raise ConfigError(f"loss.edl_kind must be mse, log or digamma; got {self.edl_kind!r}")
+        if self.distill_kind not in ("log_mse", "kl"):
+            raise ConfigError(f"loss.distill_kind must be log_mse or kl; got {self.distill_kind!r}")
         for name in (
             "edl_weight",
             "kl_weight",
@@ -103,6 +118,7 @@ class LossConfig:
             "annealing_epochs",
             "query_weight",
             "span_weight",
+            "distill_weight",
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
@@ -113,9 +129,10 @@ class LossConfig:
             raise ConfigError(
                 f"loss.rule must be one of {', '.join(FUSION_RULES.names())}; got {self.rule!r}"
             )
-        if self.edl_weight == 0 and self.query_weight == 0:
+        if self.edl_weight == 0 and self.query_weight == 0 and self.distill_weight == 0:
             raise ConfigError(
-                "loss.edl_weight and loss.query_weight are both 0: nothing would train the evidence"
+                "loss.edl_weight, loss.query_weight and loss.distill_weight are all 0: nothing would train "
+                "the evidence"
             )
 
 

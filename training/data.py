@@ -11,7 +11,11 @@ One JSON object per line::
 * optional: ``gold`` (indices of the candidates that are right answers to the query: enables the
   query-level loss through fusion), ``source_dataset``, ``split`` (``train`` / ``validation``; absent =
   decided by :func:`split_by_question`), ``doc_type`` (e.g. ``correct`` / ``misinfo`` / ``noise``, kept
-  for per-type reports), ``query_id`` (groups rows into one query; default: the query text).
+  for per-type reports), ``query_id`` (groups rows into one query; default: the query text),
+  ``teacher_evidence`` (a teacher evaluator's non-negative evidence for each candidate, parallel to
+  ``candidates``: the soft target of distillation, ``evidential-rag distill``). A row with
+  ``teacher_evidence`` may leave ``label`` out: it then has no human label (``labelled`` is false) and
+  trains only on the teacher — ``"label": null`` still means "supports none of the candidates".
 
 Rows of one query must share the same ``candidates`` (the query's frame) and ``gold``. Every error names
 the file, the line and the field.
@@ -20,6 +24,7 @@ the file, the line and the field.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,6 +66,8 @@ class AnnotatedChunk:
     split: str | None = None
     doc_type: str | None = None
     query_id: str | None = None
+    teacher_evidence: list[float] | None = None
+    labelled: bool = True  # False: no human label (``label`` left out; only ``teacher_evidence`` trains)
 
     @property
     def key(self) -> str:
@@ -68,7 +75,10 @@ class AnnotatedChunk:
         return self.query_id or self.query
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None or k == "label"}
+        d = {k: v for k, v in asdict(self).items() if v is not None or k == "label"}
+        if not d.pop("labelled"):
+            d.pop("label")
+        return d
 
 
 def _is_int(x: Any) -> bool:
@@ -79,7 +89,7 @@ def validate_row(row: Any, where: str = "row") -> AnnotatedChunk:
     """Check one parsed row and return it as an :class:`AnnotatedChunk`; ``where`` prefixes messages."""
     if not isinstance(row, dict):
         raise TrainingDataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    known = {f for f in AnnotatedChunk.__dataclass_fields__}
+    known = {f for f in AnnotatedChunk.__dataclass_fields__} - {"labelled"}
     unknown = sorted(set(row) - known)
     if unknown:
         raise TrainingDataError(
@@ -93,9 +103,23 @@ def validate_row(row: Any, where: str = "row") -> AnnotatedChunk:
         raise TrainingDataError(f"{where}: field 'candidates' must be a list of non-empty strings")
     if len(set(cands)) != len(cands):
         raise TrainingDataError(f"{where}: field 'candidates' has a repeated claim; list each claim once")
-    if "label" not in row:
-        raise TrainingDataError(f"{where}: missing field 'label' (candidate index, or null for no support)")
-    label = row["label"]
+    teacher = row.get("teacher_evidence")
+    if teacher is not None:
+        if not isinstance(teacher, list) or len(teacher) != len(cands):
+            raise TrainingDataError(
+                f"{where}: field 'teacher_evidence' must be a list of {len(cands)} numbers, one per candidate"
+            )
+        for j, v in enumerate(teacher):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise TrainingDataError(
+                    f"{where}: field 'teacher_evidence'[{j}] must be a finite number >= 0; got {v!r}"
+                )
+    if "label" not in row and teacher is None:
+        raise TrainingDataError(
+            f"{where}: missing field 'label' (candidate index, or null for no support; only rows with "
+            "'teacher_evidence' may leave it out)"
+        )
+    label = row.get("label")
     if label is not None and (not _is_int(label) or not 0 <= label < len(cands)):
         raise TrainingDataError(
             f"{where}: field 'label' must be null or an index into candidates (0..{len(cands) - 1}); got {label!r}"
@@ -123,6 +147,8 @@ def validate_row(row: Any, where: str = "row") -> AnnotatedChunk:
         split=split,
         doc_type=row.get("doc_type"),
         query_id=row.get("query_id"),
+        teacher_evidence=[float(v) for v in teacher] if teacher is not None else None,
+        labelled="label" in row,
     )
 
 

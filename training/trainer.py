@@ -9,7 +9,13 @@ batched pass; the evidence ``[B, k, M]`` feeds
 * :class:`~evidential.losses.FusedMassLoss` per query: the fused masses are pushed toward the gold claims
   the query's chunks support (uniform over them when several entities share the name), or toward Θ when
   the chunks support no gold claim or the dataset gives no gold reference (a real conflict),
+* :class:`~evidential.losses.EvidenceDistillationLoss` per chunk that carries a teacher's evidence
+  (``teacher_evidence``, written by ``evidential-rag distill``): the soft target of distillation,
 * and, on a second pass over ``[query; chunk]``, the span loss of the claim-extraction head.
+
+Rows without a human label (``labelled`` false: distilled unannotated chunks) skip the label terms — the
+EDL loss, the query-level loss of their query, claim and route accuracy — and train on the teacher alone;
+their span target is the teacher's top claim.
 
 Output folder: ``best/`` (the best model on validation loss: a loadable checkpoint with its model card),
 ``last/`` (resumable state, written every ``save_every_steps`` steps and each epoch; removed when
@@ -34,7 +40,7 @@ from tqdm.auto import tqdm
 
 from evidential import fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
-from evidential.losses import FusedMassLoss, edl_loss
+from evidential.losses import FusedMassLoss, edl_loss, evidence_distillation_loss
 
 from .checkpoint import load_learned_model, save_checkpoint
 from .config import TrainConfig
@@ -68,6 +74,27 @@ class QueryExample:
     gold: list[int] | None
     doc_types: list[str | None]
     source: str | None
+    teacher: list[list[float] | None] | None = None  # per chunk: a teacher's evidence over ``claims``
+    labelled: list[bool] | None = None  # per chunk: has a human label (None: all of them)
+
+    def is_labelled(self, i: int) -> bool:
+        return self.labelled is None or self.labelled[i]
+
+    @property
+    def fully_labelled(self) -> bool:
+        return self.labelled is None or all(self.labelled)
+
+    def span_claim(self, i: int) -> tuple[str | None, bool]:
+        """Chunk ``i``'s claim for the span loss and whether the row counts: the labelled claim, else the
+        teacher's top claim (``None`` when the teacher gave no evidence)."""
+        if self.is_labelled(i):
+            lab = self.labels[i]
+            return (self.claims[lab] if lab is not None else None), True
+        t = self.teacher[i] if self.teacher is not None else None
+        if t is None:
+            return None, False
+        top = max(range(len(t)), key=t.__getitem__) if t else -1
+        return (self.claims[top] if top >= 0 and t[top] > 0 else None), True
 
     def query_target(self) -> torch.Tensor:
         """Target over ``{claims, Θ}``: the supported gold claims (uniform), else Θ."""
@@ -117,14 +144,22 @@ def load_training_rows(config: TrainConfig) -> list[AnnotatedChunk]:
 
 
 def prepare_examples(groups: list[QueryGroup], max_chunks: int, max_claims: int) -> list[QueryExample]:
-    """Cap chunks and claims per query (gold and labelled claims kept first; labels remapped)."""
+    """Cap chunks and claims per query (gold, labelled, then teacher-supported claims kept first; labels and
+    teacher evidence remapped)."""
     out = []
     for g in groups:
         rows = g.rows[:max_chunks]
         keep: list[int] = []
+        strongest: dict[int, float] = {}  # claims the teacher supports, strongest first
+        for r in rows:
+            for j, v in enumerate(r.teacher_evidence or []):
+                if v > 0:
+                    strongest[j] = max(strongest.get(j, 0.0), v)
+        by_teacher = sorted(strongest, key=lambda j: -strongest[j])
         for j in [
             *(g.gold or []),
             *(r.label for r in rows if r.label is not None),
+            *by_teacher,
             *range(len(g.candidates)),
         ]:
             if j not in keep and len(keep) < max_claims:
@@ -141,6 +176,13 @@ def prepare_examples(groups: list[QueryGroup], max_chunks: int, max_claims: int)
                 gold=[remap[j] for j in g.gold if j in remap] if g.gold is not None else None,
                 doc_types=[r.doc_type for r in rows],
                 source=rows[0].source_dataset if rows else None,
+                teacher=[
+                    [r.teacher_evidence[j] for j in keep] if r.teacher_evidence is not None else None
+                    for r in rows
+                ]
+                if any(r.teacher_evidence is not None for r in rows)
+                else None,
+                labelled=[r.labelled for r in rows] if not all(r.labelled for r in rows) else None,
             )
         )
     return [e for e in out if e.claims and e.chunks]
@@ -196,6 +238,11 @@ class EvidentialTrainer:
     # ---- data --------------------------------------------------------------------------------------
     def prepare_data(self) -> tuple[list[QueryExample], list[QueryExample]]:
         rows = load_training_rows(self.config)
+        if not any(r.labelled or r.teacher_evidence is not None for r in rows):
+            raise ConfigError(
+                "the data holds no labels and no teacher_evidence (unannotated chunks?); have a teacher "
+                "annotate them with `evidential-rag distill`"
+            )
         train_rows, val_rows = split_by_question(
             rows, self.config.validation_fraction, self.config.split_seed
         )
@@ -244,15 +291,26 @@ class EvidentialTrainer:
         b, k, m = ev.shape
         target = torch.zeros(b, k, m, device=ev.device)
         qtarget = torch.zeros(b, m + 1, device=ev.device)
+        labelled = torch.zeros(b, k, dtype=torch.bool, device=ev.device)  # rows with a human label
+        query_labelled = torch.zeros(b, dtype=torch.bool, device=ev.device)
+        teacher = torch.zeros(b, k, m, device=ev.device)
+        has_teacher = torch.zeros(b, k, dtype=torch.bool, device=ev.device)
         for n, ex in enumerate(exs):
             for i, lab in enumerate(ex.labels):
-                if lab is not None:
+                labelled[n, i] = ex.is_labelled(i)
+                if lab is not None and ex.is_labelled(i):
                     target[n, i, lab] = 1.0
+                if ex.teacher is not None and ex.teacher[i] is not None:
+                    teacher[n, i, : len(ex.claims)] = torch.tensor(ex.teacher[i], device=ev.device)
+                    has_teacher[n, i] = True
+            query_labelled[n] = ex.fully_labelled
             t = ex.query_target()
             qtarget[n, : len(ex.claims)] = t[:-1]
             qtarget[n, -1] = t[-1]
+        labelled &= chunk_mask
+        has_teacher &= chunk_mask
         out: dict[str, torch.Tensor] = {}
-        if cfg.edl_weight > 0:
+        if cfg.edl_weight > 0 and labelled.any():
             out["edl"] = cfg.edl_weight * edl_loss(
                 ev,
                 target,
@@ -262,30 +320,44 @@ class EvidentialTrainer:
                 annealing_steps=self.edl_annealing,
                 kl_weight=cfg.kl_weight,
                 null_kl_weight=cfg.null_kl_weight,
-                row_mask=chunk_mask,
+                row_mask=labelled,
             )
-        if cfg.query_weight > 0:
+        if cfg.query_weight > 0 and query_labelled.any():
             out["query"] = (
                 cfg.query_weight
                 * self.fused_loss(
-                    ev.double(), qtarget.double(), claim_mask=claim_mask, chunk_mask=chunk_mask
+                    ev.double(),
+                    qtarget.double(),
+                    claim_mask=claim_mask,
+                    chunk_mask=chunk_mask,
+                    row_mask=None if bool(query_labelled.all()) else query_labelled,
                 ).float()
+            )
+        if cfg.distill_weight > 0 and has_teacher.any():
+            out["distill"] = cfg.distill_weight * evidence_distillation_loss(
+                ev,
+                teacher,
+                kind=cfg.distill_kind,
+                claim_mask=claim_mask.unsqueeze(1).expand(b, k, m),
+                row_mask=has_teacher,
             )
         if use_span:
             # the span head reads [query; chunk] rows without candidates (as at inference): one chunk per
             # query per step, rotating through the query's chunks
             picks = [(ex, int(epoch_progress * 997 + n) % len(ex.chunks)) for n, ex in enumerate(exs)]
             chunks = [ex.chunks[i] for ex, i in picks]
-            claims = [ex.claims[ex.labels[i]] if ex.labels[i] is not None else None for ex, i in picks]
+            claims, counts = zip(*(ex.span_claim(i) for ex, i in picks))
             fwd = model([ex.query for ex, _ in picks], chunks, None, spans=True)
-            s, e, use = span_targets(chunks, claims, fwd["offsets"], fwd["chunk_tokens"])
+            s, e, use = span_targets(chunks, list(claims), fwd["offsets"], fwd["chunk_tokens"])
+            use &= torch.tensor(counts, dtype=torch.bool)
             if use.any():
                 dev = fwd["start"].device
                 use = use.to(dev)
                 out["span"] = cfg.span_weight * span_loss(
                     fwd["start"][use], fwd["end"][use], s.to(dev)[use], e.to(dev)[use]
                 )
-        out["total"] = sum(out.values())
+        # a batch no term applies to (no label, no teacher) still gives a differentiable zero
+        out["total"] = sum(out.values()) if out else ev.sum() * 0.0
         out["_evidence"] = ev.detach()
         return out
 
@@ -504,10 +576,12 @@ def score_outcomes(
     and the prompt evaluator alike).
 
     * ``claim_accuracy``: per chunk, the predicted claim is the argmax when its evidence reaches
-      ``support_threshold`` (else "none"), compared with the label;
+      ``support_threshold`` (else "none"), compared with the label (chunks without a human label are left
+      out; the key is absent when no chunk has one);
     * ``mean_evidence_<type>``: mean of the chunk's largest evidence, by document type;
     * ``ece``: fused confidence (Eq 27) vs "the selected claim is gold", 15 bins, over queries with gold;
-    * ``route_accuracy``: route vs :func:`expected_route`;
+    * ``route_accuracy``: route vs :func:`expected_route` (queries whose chunks all have human labels;
+      absent when there are none);
     * ``strict_em_ramdocs``: MADAM-RAG strict exact match of the stated claims (RAMDocs queries).
     """
     correct = total = 0
@@ -516,18 +590,22 @@ def score_outcomes(
     routes_ok = 0
     strict, n_strict = 0, 0
     route_counts: Counter = Counter()
+    n_routed = 0
     for ex, ev in outcomes:
         for i, lab in enumerate(ex.labels):
             row = ev[i]
             top = float(row.max()) if row.numel() else 0.0
             pred = int(row.argmax()) if top >= support_threshold else None
-            correct += pred == lab
-            total += 1
+            if ex.is_labelled(i):
+                correct += pred == lab
+                total += 1
             ev_by_type[ex.doc_types[i] or "unknown"].append(top)
         res = fuse(opinions_from_evidence(ev), lam=lam, rule=rule)
         r = route(res, tau[0], tau[1], policy).names
         route_counts[r] += 1
-        routes_ok += r == expected_route(ex)
+        if ex.fully_labelled:
+            routes_ok += r == expected_route(ex)
+            n_routed += 1
         sel = int(res.selected)
         if ex.gold:
             conf.append(float(res.confidence))
@@ -539,13 +617,16 @@ def score_outcomes(
             strict += strict_exact_match(said, gold, wrong)
             n_strict += 1
     out: dict[str, Any] = {
-        "claim_accuracy": correct / max(total, 1),
+        "claim_accuracy": correct / total if total else None,
         "ece": expected_calibration_error(conf, hit),
         "selected_accuracy": sum(hit) / max(len(hit), 1),
-        "route_accuracy": routes_ok / max(len(outcomes), 1),
+        "route_accuracy": routes_ok / n_routed if n_routed else None,
         "routes": dict(route_counts),
         "queries": len(outcomes),
     }
+    for key in ("claim_accuracy", "route_accuracy"):
+        if out[key] is None:
+            del out[key]
     for t, vals in sorted(ev_by_type.items()):
         out[f"mean_evidence_{t}"] = sum(vals) / len(vals)
     if n_strict:

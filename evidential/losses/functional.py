@@ -23,11 +23,14 @@ import torch
 from ..errors import ShapeError
 
 __all__ = [
+    "DISTILLATION_KINDS",
     "EDL_DATA_TERMS",
     "annealing_coefficient",
     "edl_data_term",
     "edl_loss",
+    "evidence_distillation_loss",
     "fused_mass_loss",
+    "kl_dirichlet",
     "kl_dirichlet_uniform",
 ]
 
@@ -230,3 +233,116 @@ def fused_mass_loss(
         if reduction == "mean":
             return loss.sum() / w.sum().clamp_min(1.0)
     return loss.sum() if reduction == "sum" else loss.mean()
+
+
+def kl_dirichlet(
+    alpha: torch.Tensor, beta: torch.Tensor, claim_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``KL(Dir(α) ‖ Dir(β))`` per row ``[...]`` in closed form, over the real claims of ``claim_mask``.
+
+    ``lnΓ(Σα) − Σ lnΓ(α_j) − lnΓ(Σβ) + Σ lnΓ(β_j) + Σ (α_j − β_j)(ψ(α_j) − ψ(Σα))``. Padded claims are left
+    out of every sum (the divergence of the Dirichlets over the real claims); rows with no real claim give
+    0, and so do rows with one real claim (a Dirichlet over one category is a point mass).
+
+    Args:
+        alpha: Concentrations ``[..., M]``, ``> 0`` at real claims.
+        beta: Concentrations ``[..., M]``, ``> 0`` at real claims.
+        claim_mask: Bool ``[..., M]`` of real claims.
+    """
+    if alpha.shape != beta.shape:
+        raise ShapeError(f"alpha {tuple(alpha.shape)} and beta {tuple(beta.shape)} must have the same shape")
+    if claim_mask is None:
+        mask = torch.ones_like(alpha, dtype=torch.bool)
+    else:
+        mask = torch.as_tensor(claim_mask, device=alpha.device).bool().expand(alpha.shape)
+    fmask = mask.to(alpha.dtype)
+    one = torch.ones_like(alpha)
+    a = torch.where(mask, alpha, one)  # padded: α = β = 1, masked out of the sums below
+    b = torch.where(mask, beta.to(alpha.dtype), one)
+    sa = (a * fmask).sum(-1)
+    sb = (b * fmask).sum(-1)
+    live = fmask.sum(-1) > 0
+    sa = torch.where(live, sa, torch.ones_like(sa))
+    sb = torch.where(live, sb, torch.ones_like(sb))
+    kl = (
+        torch.lgamma(sa)
+        - (torch.lgamma(a) * fmask).sum(-1)
+        - torch.lgamma(sb)
+        + (torch.lgamma(b) * fmask).sum(-1)
+        + ((a - b) * (torch.digamma(a) - torch.digamma(sa).unsqueeze(-1)) * fmask).sum(-1)
+    )
+    return torch.where(live, kl, torch.zeros_like(kl))
+
+
+def _log_mse(student, teacher, fmask):
+    return (((torch.log1p(student) - torch.log1p(teacher)) ** 2) * fmask).sum(-1)
+
+
+def _kl(student, teacher, fmask):
+    return kl_dirichlet(student + 1, teacher + 1, fmask > 0)
+
+
+#: Per-row forms of the evidence distillation loss (see :func:`evidence_distillation_loss`).
+DISTILLATION_KINDS = {"log_mse": _log_mse, "kl": _kl}
+
+
+def evidence_distillation_loss(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    kind: str = "log_mse",
+    claim_mask: torch.Tensor | None = None,
+    row_mask: torch.Tensor | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Soft-target loss between a student's evidence and a teacher's evidence over the same frame.
+
+    * ``log_mse``: ``Σ_j (log(1 + e^s_j) − log(1 + e^t_j))²`` — squared error on a log1p scale, so that a
+      teacher's 0 vs 1 matters as much as 10 vs 20 and the evidence *magnitude* (hence the vacuity
+      ``u = M / S``, Eq 5) is matched even for a frame of one claim;
+    * ``kl``: ``KL(Dir(e^s + 1) ‖ Dir(e^t + 1))`` in closed form (:func:`kl_dirichlet`). With an all-zero
+      teacher row it equals the EDL regularizer ``KL(Dir(e^s + 1) ‖ Dir(1))`` that pushes a chunk that
+      supports nothing to zero evidence; with one real claim it is 0 (a one-category Dirichlet is a point
+      mass), so prefer ``log_mse`` when frames are often a single claim.
+
+    Both are ``>= 0`` and 0 exactly when the student's evidence equals the teacher's.
+
+    Args:
+        student: Student evidence ``[..., M]``, ``>= 0`` (differentiable).
+        teacher: Teacher evidence ``[..., M]``, ``>= 0`` (a target: not differentiated).
+        kind: ``"log_mse"`` or ``"kl"``.
+        claim_mask: Bool ``[..., M]`` of real claims (padded claims contribute nothing).
+        row_mask: Bool ``[...]`` of rows that count (e.g. chunks that have a teacher output).
+        reduction: ``"mean"`` over counted rows, ``"sum"`` or ``"none"`` (per row, uncounted rows 0).
+    """
+    try:
+        fn = DISTILLATION_KINDS[kind]
+    except KeyError:
+        raise ValueError(
+            f"unknown distillation loss kind {kind!r}; choose one of {sorted(DISTILLATION_KINDS)}"
+        ) from None
+    if student.shape != teacher.shape:
+        raise ShapeError(
+            f"student {tuple(student.shape)} and teacher {tuple(teacher.shape)} evidence must have the same shape"
+        )
+    if claim_mask is None:
+        mask = torch.ones_like(student, dtype=torch.bool)
+    else:
+        mask = torch.as_tensor(claim_mask, device=student.device).bool().expand(student.shape)
+    fmask = mask.to(student.dtype)
+    zero = torch.zeros_like(student)
+    s = torch.where(mask, student, zero)  # padded positions may hold garbage: never read
+    t = torch.where(mask, teacher.detach().to(student.dtype), zero)
+    per_row = fn(s, t, fmask)
+    if row_mask is not None:
+        rm = torch.as_tensor(row_mask, device=per_row.device).bool().expand(per_row.shape)
+        per_row = torch.where(rm, per_row, torch.zeros_like(per_row))
+        count = rm.sum()
+    else:
+        count = torch.tensor(per_row.numel(), device=per_row.device)
+    if reduction == "none":
+        return per_row
+    if reduction == "sum":
+        return per_row.sum()
+    if reduction == "mean":
+        return per_row.sum() / count.clamp_min(1).to(per_row.dtype)
+    raise ValueError(f"unknown reduction {reduction!r}; choose 'mean', 'sum' or 'none'")

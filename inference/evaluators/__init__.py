@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..alignment import ClaimAligner, minilm_similarity
 from ..backends import load_backend
 from .base import EVALUATORS, EvaluationResult, Evaluator, FrameClaim, build_frame
-from .contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
+from .contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt, check_adapter_contract
 from .learned import LearnedEvaluator
 from .parsing import ParsedDecision, parse_decision
 from .prompt import PromptEvaluator
@@ -41,7 +41,9 @@ def make_aligner(cfg) -> ClaimAligner:
 @EVALUATORS.register("prompt")
 def prompt_evaluator(cfg, backend=None) -> PromptEvaluator:
     """Build the prompt evaluator from an ``EvaluatorConfig`` (loads the backend's model unless an
-    already-loaded ``backend`` of the same section is given)."""
+    already-loaded ``backend`` of the same section is given). A LoRA adapter fine-tuned on another contract
+    version is refused."""
+    check_adapter_contract(cfg.backend.lora_path)
     return PromptEvaluator(
         backend if backend is not None else load_backend(cfg.backend),
         cfg.generation,

@@ -1,0 +1,146 @@
+"""Loading a calibration file at inference (``--calibration FILE`` on ``ask``, ``batch``, ``serve``; the
+``calibration`` field of the run config).
+
+A calibration (:class:`training.calibration.Calibration`, written by ``evidential-rag calibrate``) belongs
+to ONE evaluator: the learned evaluator's checkpoint *content* (a sha256 fingerprint of its adapter, heads
+and config files — a copied checkpoint still matches, a retrained one does not) or the prompt evaluator's
+backend, model and contract version. :func:`load_calibration` refuses a file fitted for another evaluator,
+checkpoint or model, or for another fusion rule / routing policy, with a message saying what it was fitted
+for and how to refit; a corrupted file or an unknown version is refused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from training.calibration import (
+    Calibration,
+    CalibrationError,
+    checkpoint_fingerprint,
+    describe_identity,
+)
+
+from .config import RunConfig
+
+__all__ = ["CalibrationError", "evaluator_identity", "load_calibration", "calibration_record"]
+
+
+def evaluator_identity(config: RunConfig) -> dict[str, Any]:
+    """What a calibration of the configured evaluator is tied to (``name`` plus a ``fingerprint``).
+
+    * ``learned``: ``checkpoint`` (the resolved folder) and ``fingerprint`` (its content, see
+      :func:`training.calibration.checkpoint_fingerprint`), ``encoder``;
+    * ``prompt``: ``backend``, ``model``, ``gguf_file``, ``contract`` (prompt contract version),
+      ``constrained``; ``fingerprint`` = sha256 of those.
+    """
+    ev = config.evaluator
+    if ev.name == "learned":
+        from training.checkpoint import resolve_checkpoint
+
+        ckpt = resolve_checkpoint(ev.resolved_checkpoint())
+        info: dict[str, Any] = {"checkpoint": str(ckpt), "fingerprint": checkpoint_fingerprint(ckpt)}
+        cfg_file = ckpt / "learned_config.json"
+        try:
+            info["encoder"] = json.loads(cfg_file.read_text(encoding="utf-8")).get("encoder")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            info["encoder"] = None
+        return {"name": "learned", **info}
+    if ev.name == "prompt":
+        from .evaluators.contract import CONTRACT_VERSION
+
+        info = {
+            "backend": ev.backend.name,
+            "model": ev.backend.model,
+            "gguf_file": ev.backend.gguf_file,
+            "contract": CONTRACT_VERSION,
+            "constrained": ev.constrained,
+        }
+        digest = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()
+        return {"name": "prompt", **info, "fingerprint": "sha256:" + digest}
+    return {"name": ev.name, "fingerprint": None}
+
+
+def _refit_hint(path: Path, config: RunConfig) -> str:
+    ev = config.evaluator
+    target = f" --set evaluator.checkpoint={ev.checkpoint}" if ev.name == "learned" else ""
+    return (
+        f"refit it for this evaluator with `evidential-rag calibrate --evaluator {ev.name}{target} "
+        f"--data … --output {path}`, or run without --calibration"
+    )
+
+
+def read_calibration(path: str | Path) -> Calibration:
+    """Read and validate a calibration file (no compatibility check)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CalibrationError(
+            f"calibration file {p} not found; write one with `evidential-rag calibrate ... --output {p}`"
+        )
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CalibrationError(
+            f"{p}: corrupted calibration file (not valid JSON: {exc}); refit it with `evidential-rag calibrate`"
+        ) from None
+    try:
+        return Calibration.from_dict(raw)
+    except CalibrationError as exc:
+        raise CalibrationError(f"{p}: {exc}") from None
+
+
+def load_calibration(path: str | Path, run_config: RunConfig) -> Calibration:
+    """Read a calibration file and check that it belongs to ``run_config``'s evaluator and fusion.
+
+    Raises:
+        CalibrationError: Missing, corrupted or unknown-version file; or fitted for another evaluator,
+            another checkpoint (content fingerprint) or prompt model/backend, or another fusion rule or
+            routing policy. The message says what it was fitted for and how to refit.
+    """
+    p = Path(path)
+    cal = read_calibration(p)
+    here = evaluator_identity(run_config)
+    fitted = describe_identity(cal.evaluator, cal.evaluator_info)
+    using = describe_identity(here["name"], here)
+    if cal.evaluator != here["name"]:
+        raise CalibrationError(
+            f"calibration {p} was fitted for {fitted}, but this run uses the {here['name']} evaluator; "
+            f"use --evaluator {cal.evaluator}, or {_refit_hint(p, run_config)}"
+        )
+    if cal.fingerprint != here["fingerprint"]:
+        raise CalibrationError(
+            f"calibration {p} was fitted for {fitted}, but this run uses {using}; its evidence scale and "
+            f"thresholds do not carry over: {_refit_hint(p, run_config)}"
+        )
+    fusion = run_config.fusion
+    if (cal.rule, cal.policy) != (fusion.rule, fusion.policy):
+        raise CalibrationError(
+            f"calibration {p} was fitted for fusion.rule={cal.rule}, fusion.policy={cal.policy}, but this run "
+            f"uses fusion.rule={fusion.rule}, fusion.policy={fusion.policy}; pass --set fusion.rule={cal.rule} "
+            f"--set fusion.policy={cal.policy}, or refit with those settings in the config"
+        )
+    return cal
+
+
+def calibration_record(cal: Calibration, path: str | Path) -> dict[str, Any]:
+    """The ``calibration`` block of an answer record: the ``file``, the evaluator ``fingerprint`` it was fitted
+    for, the file's own ``sha256`` and the applied parameters."""
+    p = Path(path)
+    try:
+        sha = "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError:
+        sha = None
+    return {
+        "file": str(p),
+        "fingerprint": cal.fingerprint,
+        "sha256": sha,
+        "evaluator": cal.evaluator,
+        "scale": cal.scale,
+        "power": cal.power,
+        "lam": cal.lam,
+        "tau1": cal.tau1,
+        "tau2": cal.tau2,
+        "isotonic": cal.isotonic is not None,
+    }

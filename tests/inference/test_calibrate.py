@@ -1,0 +1,285 @@
+"""`evidential-rag calibrate` end to end on real RAMDocs records with the shipped learned checkpoint, the
+calibration file at inference (`ask` / `batch --calibration`) and its refusal when it belongs to another
+evaluator, checkpoint or fusion setting."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from evidential import fuse, opinions_from_evidence
+from inference.calibration import evaluator_identity, load_calibration
+from inference.cli import app
+from inference.cli_calibrate import calibrate, parse_data_spec
+from inference.config import load_config
+from inference.evaluators.base import EvaluationResult, FrameClaim
+from inference.types import ChunkEvidence
+from training.calibration import Calibration, CalibrationError, checkpoint_fingerprint
+from training.checkpoint import resolve_checkpoint
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[2]
+CHECKPOINT = REPO / "checkpoints" / "learned-minilm"
+CHUNKS = REPO / "inference" / "data" / "example_chunks.jsonl"
+QUESTION = 'Who is the artist of the album "Crazy World"?'
+
+
+def _ramdocs(shared_data: Path, limit: int = 100) -> str:
+    return f"{{name: ramdocs, path: {shared_data / 'ramdocs' / 'RAMDocs_test.jsonl'}, limit: {limit}}}"
+
+
+def _calibrate_args(shared_data: Path, out: Path) -> list[str]:
+    return [
+        "calibrate",
+        "--evaluator",
+        "learned",
+        "--set",
+        f"evaluator.checkpoint={CHECKPOINT}",
+        "--data",
+        _ramdocs(shared_data),
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
+
+
+@pytest.fixture(scope="module")
+def fitted(shared_data, tmp_path_factory):
+    """One calibration of the shipped checkpoint on the validation side of 100 RAMDocs records."""
+    out = tmp_path_factory.mktemp("calibration") / "learned.json"
+    r = runner.invoke(app, _calibrate_args(shared_data, out))
+    assert r.exit_code == 0, r.output
+    return out, json.loads(out.read_text()), r.stdout
+
+
+def test_calibrate_writes_the_calibration_file(fitted):
+    out, d, stdout = fitted
+    assert d["format"] == "evidential-rag-calibration" and d["version"] == 1
+    ev = d["evaluator"]
+    ckpt = resolve_checkpoint(CHECKPOINT)
+    assert ev["name"] == "learned" and ev["checkpoint"] == str(ckpt)
+    assert ev["fingerprint"] == checkpoint_fingerprint(ckpt)
+    data = d["data"]
+    assert data["split"] == "validation" and data["builders"] == ["ramdocs"]
+    # the split of the checkpoint's training (its model card): 0.2 / seed 0; its training questions excluded
+    assert (data["validation_fraction"], data["split_seed"]) == (0.2, 0)
+    assert "model card" in data["split_settings_from"]
+    assert 10 <= data["queries"] <= 30 and data["queries"] + data["train_queries_excluded"] == 100
+    assert data["sources"][0]["limit"] == 100 and data["max_chunks"] == 5
+    p = d["parameters"]
+    assert p["scale"] > 0 and p["power"] > 0 and 0 <= p["lam"] <= 1 and 0 <= p["tau1"] < p["tau2"] <= 1
+    assert (p["rule"], p["policy"]) == ("lambda", "paper") and p["isotonic"]["x"]
+    m = d["metrics"]
+    for part in ("before", "after", "after_cv"):
+        assert 0 <= m[part]["route_accuracy"] <= 1 and 0 <= m[part]["ece"] <= 1, part
+    assert m["before"]["parameters"] == {"scale": 1.0, "power": 1.0, "lam": 0.6, "tau1": 0.35, "tau2": 0.65}
+    assert m["before"]["queries"] == data["queries"] and m["after_cv"]["folds"] == 5
+    assert m["after"]["ece"] <= m["before"]["ece"]  # in-sample isotonic cannot be worse calibrated
+    assert "strict_em_ramdocs" in m["before"] and "claim_accuracy" in m["before"]
+    assert d["run"]["evaluated_queries"] == data["queries"] and d["run"]["batched_passes"] >= 1
+    png = out.with_name("learned.reliability.png")
+    assert d["reliability_diagram"] == png.name and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "route accuracy" in stdout and "ECE" in stdout
+
+
+def test_rerun_reads_the_evidence_cache_and_refits_identically(fitted, shared_data):
+    out, d, _ = fitted
+    again = out.with_name("again.json")
+    args = _calibrate_args(shared_data, again) + ["--cache", d["evidence_cache"]]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    d2 = json.loads(again.read_text())
+    assert d2["run"]["evaluated_queries"] == 0 and d2["run"]["cached_queries"] == d["data"]["queries"]
+    assert d2["run"]["load_evaluator_seconds"] == 0.0  # no model was loaded
+    assert d2["parameters"] == d["parameters"] and d2["metrics"] == d["metrics"]
+
+
+def test_ask_applies_the_calibration(fitted):
+    out, d, _ = fitted
+    p = d["parameters"]
+    r = runner.invoke(
+        app,
+        [
+            "ask",
+            QUESTION,
+            "--chunks",
+            str(CHUNKS),
+            "--candidates",
+            "Boys Like Girls,Martin Johnson",
+            "--set",
+            f"evaluator.checkpoint={CHECKPOINT}",
+            "--set",
+            "generator.name=template",
+            "--calibration",
+            str(out),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)
+    assert rec["calibration"]["file"] == str(out)
+    assert rec["calibration"]["fingerprint"] == d["evaluator"]["fingerprint"]
+    assert rec["fusion"]["lam"] == p["lam"] and (rec["fusion"]["tau1"], rec["fusion"]["tau2"]) == (
+        p["tau1"],
+        p["tau2"],
+    )
+    cal = Calibration.from_dict(d)
+    assert rec["calibrated_confidence"] == pytest.approx(
+        cal.calibrated_confidence(rec["confidence"]), abs=1e-6
+    )
+    assert 0 <= rec["calibrated_confidence"] <= 1 and "confidence" in rec
+    # the evidence was scaled before fusion: recompute from the raw per-chunk evidence by hand and compare
+    ids = [c["id"] for c in rec["claims"]]
+    raw = torch.tensor(
+        [[ch["evidence"].get(i, 0.0) for i in ids] for ch in rec["chunks"]], dtype=torch.float64
+    )
+    res = fuse(opinions_from_evidence(cal.apply_to_evidence(raw)), lam=p["lam"])
+    assert rec["uncertainty"] == pytest.approx(res.uncertainty.item(), abs=1e-4)
+
+
+def test_batch_applies_the_calibration(fitted, tmp_path):
+    out, _, _ = fitted
+    answers = tmp_path / "answers.jsonl"
+    r = runner.invoke(
+        app,
+        [
+            "batch",
+            "--questions",
+            str(REPO / "inference" / "data" / "ramdocs_sample.jsonl"),
+            "--chunks-field",
+            "documents",
+            "--limit",
+            "2",
+            "--out",
+            str(answers),
+            "--set",
+            f"evaluator.checkpoint={CHECKPOINT}",
+            "--set",
+            "generator.name=template",
+            "--calibration",
+            str(out),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert len(recs) == 2 and all(
+        "calibrated_confidence" in x and x["calibration"]["file"] == str(out) for x in recs
+    )
+
+
+def test_inference_refuses_a_calibration_of_another_evaluator_or_checkpoint(fitted, tmp_path):
+    out, d, _ = fitted
+    ask = ["ask", QUESTION, "--chunks", str(CHUNKS), "--set", "generator.name=template", "--calibration"]
+
+    def refused(path, *extra):
+        r = runner.invoke(app, [*ask, str(path), *extra])
+        assert r.exit_code == 2, r.output
+        return r.stderr.replace("\n", "")
+
+    # another evaluator: refused before any model loads
+    msg = refused(out, "--evaluator", "prompt")
+    assert f"was fitted for the learned evaluator with checkpoint {d['evaluator']['checkpoint']}" in msg
+    assert (
+        "this run uses the prompt evaluator" in msg and "evidential-rag calibrate --evaluator prompt" in msg
+    )
+    # another checkpoint: same files but a changed config → another fingerprint
+    other = tmp_path / "other-ckpt"
+    shutil.copytree(resolve_checkpoint(CHECKPOINT), other)
+    cfg = json.loads((other / "learned_config.json").read_text())
+    (other / "learned_config.json").write_text(json.dumps({**cfg, "head_dropout": 0.2}))
+    msg = refused(out, "--set", f"evaluator.checkpoint={other}")
+    assert "was fitted for the learned evaluator with checkpoint" in msg
+    assert f"this run uses the learned evaluator with checkpoint {other}" in msg
+    assert f"--set evaluator.checkpoint={other}" in msg  # how to refit
+    # another fusion rule
+    msg = refused(out, "--set", f"evaluator.checkpoint={CHECKPOINT}", "--set", "fusion.rule=yager")
+    assert "fitted for fusion.rule=lambda" in msg
+    # corrupted, unknown version, missing
+    bad = tmp_path / "bad.json"
+    bad.write_text(out.read_text()[:200])
+    assert "corrupted calibration file" in refused(bad)
+    bad.write_text(json.dumps({**d, "version": 99}))
+    assert "version 99 is not supported" in refused(bad)
+    assert "not found" in refused(tmp_path / "missing.json")
+
+
+def test_a_copied_checkpoint_keeps_its_calibration(fitted, tmp_path):
+    out, d, _ = fitted
+    copy = tmp_path / "copy"
+    shutil.copytree(resolve_checkpoint(CHECKPOINT), copy)
+    cfg = load_config(None, [f"evaluator.checkpoint={copy}"])
+    cal = load_calibration(out, cfg)
+    assert cal.fingerprint == evaluator_identity(cfg)["fingerprint"] == d["evaluator"]["fingerprint"]
+
+
+def test_calibrate_refuses_another_split_than_the_checkpoints(shared_data, tmp_path):
+    r = runner.invoke(
+        app, _calibrate_args(shared_data, tmp_path / "x.json") + ["--validation-fraction", "0.3"]
+    )
+    assert r.exit_code == 2 and "trained with validation_fraction=0.2" in r.stderr.replace("\n", "")
+    r = runner.invoke(app, _calibrate_args(shared_data, tmp_path / "x.txt"))
+    assert r.exit_code == 2 and "must end in .json" in r.stderr
+
+
+def test_data_specs(shared_data):
+    path = shared_data / "ramdocs" / "RAMDocs_test.jsonl"
+    (src,), split = parse_data_spec(f"ramdocs:{path}")
+    assert (src.name, src.path, split) == ("ramdocs", str(path), {})
+    (src,), _ = parse_data_spec("{name: musique, path: m.jsonl, limit: 3, options: {max_negatives: 1}}")
+    assert (src.name, src.limit, src.options) == ("musique", 3, {"max_negatives": 1})
+    (src,), _ = parse_data_spec("rows.jsonl")
+    assert src.name == "annotated"
+    srcs, split = parse_data_spec("learned-minilm")
+    assert [s.name for s in srcs] == ["ramdocs", "wikicontradict", "conflictqa", "musique"]
+    assert split["validation_fraction"] == 0.2 and split["max_claims_per_query"] == 5
+
+
+class _StubPrompt:
+    """A prompt-evaluator stand-in (no LLM): supports the first candidate with evidence 3 in even chunks and
+    adds an unaligned claim of its own, as a prompt evaluator's free answers do."""
+
+    name = "prompt"
+
+    def __init__(self):
+        self.passes = 0
+
+    def evaluate_batch(self, queries, chunks, candidates):
+        self.passes += 1
+        out = []
+        for q, cs, cand in zip(queries, chunks, candidates):
+            frame = [FrameClaim(f"a{j + 1}", t) for j, t in enumerate([*cand, "something else"])]
+            ev = torch.zeros(len(cs), len(frame), dtype=torch.float64)
+            for i in range(len(cs)):
+                ev[i, 0 if i % 2 == 0 else -1] = 3.0
+            out.append(
+                EvaluationResult(
+                    q, list(cs), [ChunkEvidence(c.id) for c in cs], frame, ev, len(cs), 1, {}, {}, "prompt"
+                )
+            )
+        return out
+
+
+def test_prompt_calibration_with_extra_claims(shared_data, tmp_path):
+    cfg = load_config(None, ["evaluator.name=prompt", "generator.name=template"])
+    run = calibrate(
+        cfg, [_ramdocs(shared_data, 60)], tmp_path / "p.json", evaluator=_StubPrompt(), cv_folds=0
+    )
+    d = json.loads(run.output.read_text())
+    assert d["evaluator"]["name"] == "prompt" and d["evaluator"]["model"] == cfg.evaluator.backend.model
+    assert "checkpoint" not in d["evaluator"] and d["evaluator"]["contract"].startswith("evidence-json/")
+    assert d["run"]["extra_claims"] == d["data"]["queries"] and "after_cv" not in d["metrics"]
+    assert (d["data"]["validation_fraction"], d["data"]["split_settings_from"]) == (0.2, "training defaults")
+    assert load_calibration(run.output, cfg).evaluator == "prompt"
+    other = load_config(None, ["evaluator.name=prompt", "evaluator.backend.model=HuggingFaceTB/other"])
+    with pytest.raises(CalibrationError, match="was fitted for the prompt evaluator with model"):
+        load_calibration(run.output, other)
+
+
+def test_serve_takes_a_calibration():
+    r = runner.invoke(app, ["serve", "--help"])
+    assert r.exit_code == 0 and "--calibration" in r.stdout
