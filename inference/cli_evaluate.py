@@ -9,7 +9,17 @@ import typer
 
 from evidential.errors import EvidentialError
 
-from .cli import ConfigOpt, EvaluatorOpt, SetOpt, _fail, _load, app, console
+from .cli import (
+    CalibrationOpt,
+    ConfigOpt,
+    EvaluatorOpt,
+    SetOpt,
+    _fail,
+    _load,
+    _with_calibration,
+    app,
+    console,
+)
 
 
 @app.command("evaluate")
@@ -54,6 +64,7 @@ def evaluate_cmd(
         str, typer.Option("--bertscore-model", help="BERTScore model (default: the packaged MiniLM).")
     ] = "sentence-transformers/all-MiniLM-L6-v2",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")] = True,
+    calibration: CalibrationOpt = None,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -61,12 +72,13 @@ def evaluate_cmd(
 
     All systems answer the same instances from the same chunks with the same generator, k and generation
     length. The run resumes where it stopped when re-run with the same flags. Exit codes: 0 done, 2 a user
-    error (unknown dataset/system, missing data, settings that differ from the folder's run).
+    error (unknown dataset/system, missing data, settings that differ from the folder's run, a calibration
+    file fitted for another evaluator or checkpoint).
     """
     from .evaluation.runner import EvaluateOptions, parse_seeds, parse_systems, run_evaluation
 
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = _load(config, overrides, extra)
+    cfg = _with_calibration(_load(config, overrides, extra), calibration)
     try:
         opts = EvaluateOptions(
             dataset=dataset,
