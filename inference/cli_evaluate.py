@@ -38,6 +38,14 @@ def evaluate_cmd(
         str | None,
         typer.Option("--data", help="File, folder or hf:NAME[:SPLIT]; default ../shared/data/<dataset>."),
     ] = None,
+    index: Annotated[
+        Path | None,
+        typer.Option(
+            "--index",
+            help="Retrieve each question's k chunks from this index (built by `evidential-rag index`) once, "
+            "for every system, instead of using the instance's own passages.",
+        ),
+    ] = None,
     systems: Annotated[
         str, typer.Option("--systems", help="Comma-separated systems, e.g. evidential,naive.")
     ] = "evidential,naive",
@@ -84,6 +92,7 @@ def evaluate_cmd(
             dataset=dataset,
             out=out,
             data=data,
+            index=index,
             systems=parse_systems(systems),
             seeds=parse_seeds(seeds),
             limit=limit,

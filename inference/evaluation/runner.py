@@ -4,7 +4,8 @@ One run = one dataset × the listed systems × the listed seeds, written to an o
 
 * ``run.json`` — the settings (dataset, data path, systems, evaluator, seeds, limit, split, judge, the full
   run config) and versions. Resuming into a folder whose settings differ is refused.
-* ``instances.jsonl`` — the evaluated instances with the chunks every system sees: the instance's passages,
+* ``instances.jsonl`` — the evaluated instances with the chunks every system sees: retrieved once from
+  ``--index`` when given, else the instance's passages,
   split into ``retrieval.chunk_tokens`` pieces when longer (CRAG web pages) and, when there are more than
   ``k``, the ``k`` most similar to the question under the configured embedder (same chunks, same order, for
   every system: the matched comparison of §4.2).
@@ -86,6 +87,13 @@ class EvaluateOptions:
         metadata={"help": "BERTScore model (the packaged MiniLM offline; a hub id or path on a server)."},
     )
     options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Dataset loader options."})
+    index: Path | None = field(
+        default=None,
+        metadata={
+            "help": "Index folder (`evidential-rag index`): retrieve each question's k chunks from it once "
+            "(shared by every system) instead of using the instance's own passages."
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.systems:
@@ -156,8 +164,20 @@ def prepare_instances(
         instances = instances[: opts.limit]
     if not instances:
         raise DataError(f"no {opts.dataset} instances left (split={opts.split}, limit={opts.limit})")
-    embedder = embedder_factory() if embedder_factory is not None else None
     rows = []
+    if opts.index is not None:  # one shared retrieval over the index, done once for every system
+        from ..retrieval import build_retriever
+
+        retriever = build_retriever(opts.index, cfg)
+        found = retriever.search_batch([i.question for i in instances], cfg.k)
+        for inst, chunks in zip(instances, found):
+            labels = [{"type": None, "answer": None} for _ in chunks]
+            rows.append(
+                {"instance": inst.to_dict(), "chunks": [c.to_dict() for c in chunks], "labels": labels}
+            )
+        write_jsonl(path, rows)
+        return rows
+    embedder = embedder_factory() if embedder_factory is not None else None
     for inst in instances:
         chunks, labels = select_chunks(
             inst, cfg.k, embedder, cfg.retrieval.chunk_tokens, cfg.retrieval.chunk_overlap
@@ -276,6 +296,7 @@ def _fingerprint(opts: EvaluateOptions, cfg: RunConfig) -> dict[str, Any]:
         "split": opts.split,
         "judge": opts.judge,
         "options": opts.options,
+        "index": str(opts.index) if opts.index is not None else None,
         "config": asdict(cfg),
     }
 

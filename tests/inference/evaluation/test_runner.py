@@ -198,3 +198,20 @@ def test_refusal_scores_of_rows_match_hand_count():
     should = [True, False, True, False]
     got = M.refusal_scores(refused, should)
     assert got["precision"] == 0.5 and got["recall"] == 0.5 and got["f1"] == 0.5
+
+
+def test_prepare_instances_retrieves_once_from_an_index(tmp_path, ramdocs_index, make_cfg, ramdocs_path):
+    from inference.evaluation.runner import prepare_instances
+    from inference.retrieval import build_retriever
+
+    path, _, _ = ramdocs_index
+    cfg = make_cfg()
+    opts = EvaluateOptions(
+        dataset="ramdocs", out=tmp_path / "ix", data=str(ramdocs_path), limit=3, index=path
+    )
+    opts.out.mkdir()
+    rows = prepare_instances(opts, cfg)
+    expected = build_retriever(path, cfg).search_batch([r["instance"]["question"] for r in rows], cfg.k)
+    assert [[c["id"] for c in r["chunks"]] for r in rows] == [[c.id for c in cs] for cs in expected]
+    assert all(lab == {"type": None, "answer": None} for r in rows for lab in r["labels"])
+    assert prepare_instances(opts, cfg) == rows  # cached: a resumed run sees the same chunks
