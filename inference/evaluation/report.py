@@ -127,8 +127,8 @@ def _validity(rows: list[dict], instances: dict[str, dict]) -> dict[str, float |
         labels = {c["id"]: lab for c, lab in zip(instances[r["id"]]["chunks"], instances[r["id"]]["labels"])}
         for ch in rec["chunks"]:
             chunks.append((ch, labels.get(ch["chunk_id"], {})))
-        t = rec.get("timings", {})
-        eval_lat.append(sum(float(t.get(k, 0.0)) for k in ("extract", "evaluate")))
+        t = rec.get("timings", {})  # the evaluator's timings are per batched call
+        eval_lat.append(sum(float(t.get(k, 0.0)) for k in ("extract", "evaluate")) / r.get("batch_size", 1))
     if not chunks:
         return None
     with_answer = [(ch, lab) for ch, lab in chunks if lab.get("answer")]
@@ -292,7 +292,7 @@ def render_markdown(metrics: dict[str, Any], meta: dict[str, Any]) -> str:
         + ")",
         f"- Systems: {', '.join(names)}; seeds: {', '.join(map(str, meta['seeds']))}"
         + (f"; reference for p-values: **{ref}** (paired bootstrap, 10,000 resamples)" if ref else ""),
-        f"- Evaluator: {meta['evaluator']}; generator: {meta['generator']}; k = {meta['k']}; judge: **{meta['judge']}**",
+        f"- Evaluators: {meta['evaluator']}; generator: {meta['generator']}; k = {meta['k']}; judge: **{meta['judge']}**",
         f"- BERTScore model: {meta['bertscore'].get('model')} (layer {meta['bertscore'].get('layer')}, "
         f"rescaled: {meta['bertscore'].get('rescaled', False)})",
         f"- Abstention detector: {M.REFUSAL_DETECTOR_VERSION} (on the response text, every system alike)",
@@ -407,7 +407,7 @@ def render_markdown(metrics: dict[str, Any], meta: dict[str, Any]) -> str:
                 "system",
                 "latency s/query",
                 "peak RSS MiB",
-                "logical LLM decisions/query",
+                "logical decisions/query (evaluator + generator)",
                 "batched passes/query",
                 "relative cost vs Naive RAG",
             ],
@@ -586,7 +586,12 @@ def write_report(out_dir: Path, opts, run: dict[str, Any], judge_info: dict | No
         "split": opts.split,
         "limit": opts.limit,
         "seeds": sorted(seeds),
-        "evaluator": cfg["evaluator"]["name"],
+        "evaluator": ", ".join(
+            f"{n} = {n.rsplit('-', 1)[1] if n.startswith('evidential-') else cfg['evaluator']['name']}"
+            for n in per_system
+            if n.startswith("evidential")
+        )
+        or "none",
         "generator": cfg["generator"]["name"]
         + (f" ({cfg['generator']['backend']['model']})" if cfg["generator"]["name"] == "llm" else ""),
         "k": cfg["k"],
