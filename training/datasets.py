@@ -48,6 +48,15 @@ __all__ = [
 ]
 
 DOC_TYPES = ("correct", "misinfo", "noise")
+# the fields every ConflictQA-StrategyQA row must carry (training and evaluation loaders)
+CONFLICTQA_REQUIRED: dict[str, type] = {
+    "question": str,
+    "ground_truth": list,
+    "memory_answer": str,
+    "counter_answer": str,
+    "parametric_memory": str,
+    "counter_memory": str,
+}
 LABELINGS = ("stance", "credibility")
 
 # name -> builder(path, *, limit, **options) -> list[AnnotatedChunk]
@@ -188,14 +197,7 @@ def build_conflictqa(
 
     A question repeated in the file is used once. Rows whose yes/no sides cannot be read are skipped.
     """
-    required = {
-        "question": str,
-        "ground_truth": list,
-        "memory_answer": str,
-        "counter_answer": str,
-        "parametric_memory": str,
-        "counter_memory": str,
-    }
+    required = CONFLICTQA_REQUIRED
     rows: list[AnnotatedChunk] = []
     seen: set[str] = set()
     candidates = ["yes", "no"]

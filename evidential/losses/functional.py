@@ -169,19 +169,7 @@ def edl_loss(
     coef = 1.0 if step is None else annealing_coefficient(step, annealing_steps)
     labelled = _prepare(evidence, target, claim_mask)[2].sum(-1) > 0
     per_row = torch.where(labelled, data + kl_weight * coef * kl, null_kl_weight * kl)
-    if row_mask is not None:
-        rm = torch.as_tensor(row_mask, device=per_row.device).bool().expand(per_row.shape)
-        per_row = torch.where(rm, per_row, torch.zeros_like(per_row))
-        count = rm.sum()
-    else:
-        count = torch.tensor(per_row.numel(), device=per_row.device)
-    if reduction == "none":
-        return per_row
-    if reduction == "sum":
-        return per_row.sum()
-    if reduction == "mean":
-        return per_row.sum() / count.clamp_min(1).to(per_row.dtype)
-    raise ValueError(f"unknown reduction {reduction!r}; choose 'mean', 'sum' or 'none'")
+    return _reduce_rows(per_row, row_mask, reduction)
 
 
 def fused_mass_loss(
@@ -333,6 +321,11 @@ def evidence_distillation_loss(
     s = torch.where(mask, student, zero)  # padded positions may hold garbage: never read
     t = torch.where(mask, teacher.detach().to(student.dtype), zero)
     per_row = fn(s, t, fmask)
+    return _reduce_rows(per_row, row_mask, reduction)
+
+
+def _reduce_rows(per_row: torch.Tensor, row_mask, reduction: str) -> torch.Tensor:
+    """Zero the rows outside ``row_mask`` and reduce: ``"mean"`` over the real rows, ``"sum"`` or ``"none"``."""
     if row_mask is not None:
         rm = torch.as_tensor(row_mask, device=per_row.device).bool().expand(per_row.shape)
         per_row = torch.where(rm, per_row, torch.zeros_like(per_row))

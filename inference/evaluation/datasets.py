@@ -80,7 +80,7 @@ from typing import Any
 from evidential.registry import Registry
 from training.config import TrainConfig
 from training.data import SPLITS, TrainingDataError, _bucket
-from training.datasets import _NEGATION, _TRUTH, _qid, _records, read_ramdocs
+from training.datasets import _NEGATION, _TRUTH, CONFLICTQA_REQUIRED, _qid, _records, read_ramdocs
 from training.io import iter_jsonl, write_jsonl
 from training.text import normalize_text
 
@@ -701,14 +701,6 @@ def load_wikicontradict_instances_eval(
 
 
 # ------------------------------------------------------------------------------------------------ ConflictQA
-_CONFLICTQA_REQUIRED = {
-    "question": str,
-    "ground_truth": list,
-    "memory_answer": str,
-    "counter_answer": str,
-    "parametric_memory": str,
-    "counter_memory": str,
-}
 
 
 def _conflictqa_files(path: Path, files: str | list[str] | None) -> list[Path]:
@@ -739,7 +731,7 @@ def _build_conflictqa(
     seen: set[str] = set()
     for file in _conflictqa_files(path, files):
         source = label if label.startswith("hf:") else str(file)
-        for _p, line, rec in _records(file, "ConflictQA", _CONFLICTQA_REQUIRED, None):
+        for _p, line, rec in _records(file, "ConflictQA", CONFLICTQA_REQUIRED, None):
             norm = normalize_text(rec["question"])
             if norm in seen:
                 continue
