@@ -1,7 +1,7 @@
 """Paper-layout reports of an evaluation folder: ``metrics.json``, ``report.md`` and PNG plots.
 
 Tables (mean ± sample std over seeds; paired bootstrap p-values against the reference system, pooled over
-the (seed, instance) pairs both systems answered):
+the (seed, instance) pairs both systems answered — answers reused from another seed count once):
 
 * **Table 3 — answer quality**: EM, token F1, answer accuracy (a gold answer contained), ROUGE-L (F1),
   BERTScore F1 (model named), and RAMDocs strict EM on RAMDocs.
@@ -157,6 +157,9 @@ def _validity(rows: list[dict], instances: dict[str, dict]) -> dict[str, float |
 
 
 def _pvalues(per_system: dict[str, list[dict]], reference: str | None) -> dict[str, dict[str, float | None]]:
+    """Paired bootstrap p-values against ``reference`` over the (seed, instance) pairs both answered; rows
+    that reuse another seed's answers (greedy decoding) are left out, so repeated answers never count as
+    independent evidence."""
     if reference is None or reference not in per_system:
         return {}
     ref = {(r["seed"], r["id"]): r["scores"] for r in per_system[reference]}
@@ -169,7 +172,7 @@ def _pvalues(per_system: dict[str, list[dict]], reference: str | None) -> dict[s
             pairs = [
                 (r["scores"].get(metric), ref[(r["seed"], r["id"])].get(metric))
                 for r in rows
-                if (r["seed"], r["id"]) in ref
+                if (r["seed"], r["id"]) in ref and r.get("reused_from_seed") is None
             ]
             pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
             out[name][metric] = (
