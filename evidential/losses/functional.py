@@ -35,16 +35,23 @@ __all__ = [
 ]
 
 
-def _prepare(evidence: torch.Tensor, target: torch.Tensor, claim_mask: torch.Tensor | None):
-    if evidence.shape != target.shape:
+def _claim_masks(
+    a: torch.Tensor, b: torch.Tensor, claim_mask, names: tuple[str, str] = ("evidence", "target")
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check that ``a`` and ``b`` share a shape; the bool claim mask broadcast to it and its float copy."""
+    if a.shape != b.shape:
         raise ShapeError(
-            f"evidence {tuple(evidence.shape)} and target {tuple(target.shape)} must have the same shape"
+            f"{names[0]} {tuple(a.shape)} and {names[1]} {tuple(b.shape)} must have the same shape"
         )
     if claim_mask is None:
-        mask = torch.ones_like(evidence, dtype=torch.bool)
+        mask = torch.ones_like(a, dtype=torch.bool)
     else:
-        mask = torch.as_tensor(claim_mask, device=evidence.device).bool().expand(evidence.shape)
-    fmask = mask.to(evidence.dtype)
+        mask = torch.as_tensor(claim_mask, device=a.device).bool().expand(a.shape)
+    return mask, mask.to(a.dtype)
+
+
+def _prepare(evidence: torch.Tensor, target: torch.Tensor, claim_mask: torch.Tensor | None):
+    mask, fmask = _claim_masks(evidence, target, claim_mask)
     y = target.to(evidence.dtype) * fmask
     alpha = (evidence + 1) * fmask  # padded claims: α = 0, excluded from every sum
     return mask, fmask, y, alpha
@@ -308,15 +315,7 @@ def evidence_distillation_loss(
         raise ValueError(
             f"unknown distillation loss kind {kind!r}; choose one of {sorted(DISTILLATION_KINDS)}"
         ) from None
-    if student.shape != teacher.shape:
-        raise ShapeError(
-            f"student {tuple(student.shape)} and teacher {tuple(teacher.shape)} evidence must have the same shape"
-        )
-    if claim_mask is None:
-        mask = torch.ones_like(student, dtype=torch.bool)
-    else:
-        mask = torch.as_tensor(claim_mask, device=student.device).bool().expand(student.shape)
-    fmask = mask.to(student.dtype)
+    mask, fmask = _claim_masks(student, teacher, claim_mask, ("student evidence", "teacher evidence"))
     zero = torch.zeros_like(student)
     s = torch.where(mask, student, zero)  # padded positions may hold garbage: never read
     t = torch.where(mask, teacher.detach().to(student.dtype), zero)
