@@ -13,6 +13,7 @@ from .compiled import fuse_evidence
 from .config import FusionConfig
 from .errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
 from .fusion import (
+    AGGREGATION_RULES,
     FUSION_RULES,
     FusionResult,
     MassState,
@@ -41,6 +42,7 @@ __all__ = [
     "ABSTAIN",
     "CONFLICT",
     "DIRECT",
+    "AGGREGATION_RULES",
     "FUSION_RULES",
     "ROUTES",
     "ROUTING_POLICIES",

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field, fields
 
 from .errors import ConfigError
-from .fusion import FUSION_RULES
+from .fusion import fusion_rule_names
 from .routing import ROUTING_POLICIES
 
 __all__ = ["FusionConfig"]
@@ -29,7 +29,7 @@ class FusionConfig:
     rule: str = field(
         default="lambda",
         metadata={
-            "help": "Combination rule: 'lambda' (paper, Eqs 10-11), 'yager' (λ = 1) or 'dempster' (classic normalized, for ablations)."
+            "help": "Combination rule: 'lambda' (paper, Eqs 10-11), 'yager' (λ = 1), 'dempster' (classic normalized) or 'average' (evidence averaging, no conflict transfer); the last two are ablations."
         },
     )
     tau1: float = field(
@@ -45,7 +45,7 @@ class FusionConfig:
     policy: str = field(
         default="paper",
         metadata={
-            "help": "Routing policy: 'paper' (Eq 15 on U_global) or 'decomposed' (uses the ignorance/conflict split)."
+            "help": "Routing policy: 'paper' (Eq 15 on U_global), 'decomposed' (uses the ignorance/conflict split) or 'direct' (no routing: always answer; the ablation)."
         },
     )
     sanitize: bool = field(
@@ -69,9 +69,9 @@ class FusionConfig:
             raise ConfigError(
                 f"fusion.tau1 and fusion.tau2 must satisfy 0 <= tau1 < tau2 <= 1; got tau1={self.tau1}, tau2={self.tau2}"
             )
-        if self.rule not in FUSION_RULES:
+        if self.rule not in fusion_rule_names():
             raise ConfigError(
-                f"fusion.rule must be one of {', '.join(FUSION_RULES.names())}; got {self.rule!r}"
+                f"fusion.rule must be one of {', '.join(fusion_rule_names())}; got {self.rule!r}"
             )
         if self.policy not in ROUTING_POLICIES:
             raise ConfigError(

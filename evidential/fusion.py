@@ -18,6 +18,11 @@ rule for ablations. The ``k`` chunk opinions fold left in retrieval-rank order (
 is part of the result. ``U_global = m⁽ᵏ⁾(Θ)`` (Eq 13). The mean pairwise conflict ``K̄`` over the
 unfused chunk pairs (Eq 14) is a diagnostic only and is never added to ``U_global``.
 
+Ablation without conflict-preserving fusion: the ``"average"`` rule (:data:`AGGREGATION_RULES`, not a
+pairwise rule) averages the chunks' evidence vectors and forms ONE opinion from the mean (the Dirichlet of
+the mean evidence): disagreeing chunks split the belief between their claims and no conflict ever reaches
+``m(Θ)``, whose only source is the vacuity ``M / (Σ ē + M)``.
+
 Decomposed uncertainty (beyond the paper): ``m(Θ)`` is split into an *ignorance* part (products of
 vacuities, ``h``) and a *conflict* part (transferred ``λK``) and both are carried through the fold:
 with ``m_a(Θ) = I_a + C_a``, the combination has ``I = I_a I_b`` and
@@ -26,22 +31,26 @@ with ``m_a(Θ) = I_a + C_a``, the combination has ``I = I_a I_b`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import torch
 
-from .errors import ConfigError, ShapeError
+from .errors import ConfigError, ShapeError, UnknownNameError
 from .opinions import Opinion
 from .registry import Registry
 
 __all__ = [
+    "AGGREGATION_RULES",
     "FUSION_RULES",
     "FusionResult",
     "MassState",
     "combine",
     "fuse",
+    "fusion_rule_names",
     "fusion_tensors",
+    "evidence_average",
     "mean_pairwise_conflict",
     "pairwise_conflict",
     "sum_of_others",
@@ -306,7 +315,8 @@ def fuse(
         lam: Conflict-transfer weight λ ∈ [0, 1] of the ``lambda`` rule (paper default 0.6). A tensor
             broadcastable to the batch shape ``[...]`` fuses several λ in one call (sweeps, calibration).
         rule: ``"lambda"`` (paper), ``"yager"`` (= λ 1) or ``"dempster"`` (classic normalized); see
-            :data:`FUSION_RULES`.
+            :data:`FUSION_RULES`. ``"average"`` (:data:`AGGREGATION_RULES`) is the evidence-averaging
+            ablation: no fold, no conflict transfer (``lam`` is ignored).
         chunk_mask: Bool ``[..., k]`` of real chunks; combined (logical and) with ``opinions.chunk_mask``.
             Padded chunks are skipped, so padding never changes the result.
 
@@ -325,7 +335,11 @@ def fuse(
             f"fuse() takes an Opinion, got {type(opinions).__name__}; build one with "
             "evidential.opinions_from_evidence(evidence)"
         )
-    rule_fn = FUSION_RULES.get(rule)
+    aggregate = AGGREGATION_RULES.get(rule) if rule in AGGREGATION_RULES else None
+    if aggregate is None and rule not in FUSION_RULES:
+        raise UnknownNameError(
+            f"unknown fusion rule {rule!r}; choose one of: {', '.join(fusion_rule_names())}"
+        )
     belief, vacuity = opinions.belief, opinions.vacuity
     lam_t = _check_lam(lam, vacuity)
     mask = opinions.chunk_mask
@@ -342,6 +356,9 @@ def fuse(
         # padded chunks must look vacuous, also for the pairwise diagnostic
         belief = torch.where(mask.unsqueeze(-1), belief, torch.zeros_like(belief))
         vacuity = torch.where(mask, vacuity, torch.ones_like(vacuity))
+    if aggregate is not None:
+        return aggregate(opinions, mask, rule, lam)
+    rule_fn = FUSION_RULES.get(rule)
     all_real = bool(mask.all())
     state, steps, kbar, confidence, selected = fusion_tensors(
         belief, vacuity, None if all_real else mask, lam_t, rule_fn
@@ -356,6 +373,75 @@ def fuse(
         confidence=confidence,
         selected=selected,
         claim_mask=opinions.claim_mask,
+        rule=rule,
+        lam=lam,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ ablation
+Aggregation = Callable[[Opinion, torch.Tensor, str, "float | torch.Tensor"], FusionResult]
+AGGREGATION_RULES: Registry[Aggregation] = Registry("aggregation rule")
+
+
+def fusion_rule_names() -> list[str]:
+    """Every rule :func:`fuse` accepts: the pairwise :data:`FUSION_RULES` and the :data:`AGGREGATION_RULES`."""
+    return [*FUSION_RULES.names(), *AGGREGATION_RULES.names()]
+
+
+def evidence_average(evidence: torch.Tensor, chunk_mask: torch.Tensor) -> torch.Tensor:
+    """Mean evidence over the real chunks: ``ē_j = Σ_i mask_i e_ij / max(1, Σ_i mask_i)`` ``[..., M]``.
+
+    Example:
+        >>> evidence_average(torch.tensor([[4.0, 0.0], [0.0, 2.0], [9.0, 9.0]]), torch.tensor([True, True, False]))
+        tensor([2., 1.])
+    """
+    w = chunk_mask.to(evidence.dtype).unsqueeze(-1)
+    return (evidence * w).sum(-2) / chunk_mask.sum(-1, keepdim=True).clamp_min(1).to(evidence.dtype)
+
+
+@AGGREGATION_RULES.register("average")
+def average_rule(
+    opinions: Opinion, chunk_mask: torch.Tensor, rule: str = "average", lam: float | torch.Tensor = 0.0
+) -> FusionResult:
+    """Evidence averaging (the "without conflict-preserving fusion" ablation): one opinion (Eqs 2-6) from
+    the mean evidence ``ē`` of the real chunks, ``b_j = ē_j / (Σ ē + M)``, ``U = M / (Σ ē + M)``.
+
+    ``U`` is all ignorance (``conflict = 0``: averaging never moves conflict to ``Θ``); ``step_conflict`` is
+    zero (there is no fold); ``K̄`` is the same diagnostic as for the other rules; no real chunk or ``M = 0``
+    → ``U = 1``.
+
+    Example:
+        >>> from evidential import opinions_from_evidence
+        >>> r = fuse(opinions_from_evidence(torch.tensor([[3.0, 0.0], [0.0, 3.0]])), rule="average")
+        >>> [round(x, 4) for x in r.belief.tolist()], round(r.uncertainty.item(), 4), r.conflict.item()
+        ([0.3, 0.3], 0.4, 0.0)
+    """
+    cm = opinions.claim_mask
+    mean = evidence_average(opinions.evidence, chunk_mask)
+    mean = torch.where(cm, mean, torch.zeros_like(mean))
+    m = cm.sum(-1).to(mean.dtype)
+    strength = mean.sum(-1) + m
+    ok = strength > 0
+    belief = mean / _safe(strength, ok).unsqueeze(-1)
+    u = torch.where(ok, m / _safe(strength, ok), torch.ones_like(strength))
+    kbar = mean_pairwise_conflict(opinions.belief, chunk_mask)
+    if belief.shape[-1] > 0:
+        confidence, selected = belief.max(-1)
+        selected = torch.where(confidence > 0, selected, torch.full_like(selected, -1))
+    else:
+        confidence = u.new_zeros(u.shape)
+        selected = torch.full(u.shape, -1, dtype=torch.long, device=u.device)
+    k = chunk_mask.shape[-1]
+    return FusionResult(
+        belief=belief,
+        uncertainty=u,
+        ignorance=u,
+        conflict=torch.zeros_like(u),
+        step_conflict=u.new_zeros(*u.shape, max(k - 1, 0)),
+        mean_pairwise_conflict=kbar,
+        confidence=confidence,
+        selected=selected,
+        claim_mask=cm,
         rule=rule,
         lam=lam,
     )

@@ -14,6 +14,7 @@ Policies (registry :data:`ROUTING_POLICIES`):
   the conflict (conflict route) at any ``U``; when ignorance dominates (``I > C``) it follows Eq 15
   (conflict below τ2, abstain at or above). So "no evidence" abstains while "contradicting evidence"
   explains the conflict instead of refusing.
+* ``"direct"``: no routing — always the direct answer (the "without routing" ablation, Table 12).
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def decomposed_policy(u: torch.Tensor, tau1: float, tau2: float, fusion: FusionR
     return torch.where(dissonant, torch.full_like(ids, CONFLICT), ids)
 
 
+@ROUTING_POLICIES.register("direct")
+def direct_policy(u: torch.Tensor, tau1: float, tau2: float, fusion: FusionResult | None) -> torch.Tensor:
+    """No routing (the "without routing" ablation): every query gets the direct answer, whatever ``U``."""
+    return torch.full(u.shape, DIRECT, dtype=torch.long, device=u.device)
+
+
 def route(
     uncertainty: torch.Tensor | float | FusionResult,
     tau1: float = 0.35,
@@ -102,7 +109,7 @@ def route(
         uncertainty: ``U_global`` ``[...]``, a float, or a :class:`FusionResult` (then ``fusion`` defaults to it).
         tau1: Lower threshold (paper 0.35).
         tau2: Upper threshold (paper 0.65); ``0 <= τ1 < τ2 <= 1``.
-        policy: ``"paper"`` or ``"decomposed"`` (see the module docstring).
+        policy: ``"paper"``, ``"decomposed"`` or ``"direct"`` (see the module docstring).
         fusion: The fusion result, needed by ``"decomposed"``.
 
     Returns:

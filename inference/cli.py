@@ -131,7 +131,7 @@ def fuse_cmd(
     ] = None,
     lam: Annotated[float | None, typer.Option("--lam", help="Conflict-transfer weight λ ∈ [0, 1].")] = None,
     rule: Annotated[
-        str | None, typer.Option(help=f"Combination rule: {', '.join(evidential.FUSION_RULES.names())}.")
+        str | None, typer.Option(help=f"Combination rule: {', '.join(evidential.fusion.fusion_rule_names())}.")
     ] = None,
     tau1: Annotated[float | None, typer.Option(help="Routing threshold τ1 (U < τ1 → direct).")] = None,
     tau2: Annotated[float | None, typer.Option(help="Routing threshold τ2 (U ≥ τ2 → abstain).")] = None,

@@ -43,7 +43,7 @@ def test_bad_thresholds_and_policy():
         route(0.5, 0.7, 0.6)
     with pytest.raises(ConfigError):
         route(0.5, -0.1, 0.6)
-    with pytest.raises(UnknownNameError, match="decomposed, paper|paper, decomposed"):
+    with pytest.raises(UnknownNameError, match="decomposed, direct, paper"):
         route(0.5, policy="bogus")
     with pytest.raises(ConfigError, match="fusion="):
         route(0.5, policy="decomposed")
@@ -76,3 +76,11 @@ def test_decomposed_policy_keeps_eq15_when_ignorance_dominates():
 
 def test_route_names_are_the_contract():
     assert ROUTES == ("direct", "conflict", "abstain")
+
+
+@given(st.floats(0.0, 1.0, allow_nan=False), st.floats(0.0, 0.49), st.floats(0.5, 1.0))
+def test_direct_policy_never_routes_away(u, t1, t2):
+    """The "without routing" ablation answers directly at any U (with or without a fusion result)."""
+    assert route(u, t1, t2, policy="direct").names == "direct"
+    r = route(torch.tensor([0.0, 0.5, 1.0]), policy="direct")
+    assert r.ids.tolist() == [0, 0, 0] and r.policy == "direct"
