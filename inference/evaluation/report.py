@@ -18,6 +18,12 @@ the (seed, instance) pairs both systems answered — answers reused from another
   claim-extraction fidelity against the passage labels, Spearman correlation of a chunk's largest
   evidence with "the passage states an answer", evaluator latency.
 
+Then, when the run has EvidentialRAG rows with cached evaluator evidence, the sweep section
+(:mod:`inference.evaluation.sweep`, default grid, no model call; also written to ``OUT/sweep/``):
+**Table 9** (λ sweep, Yager, normalized Dempster), **Table 10** (τ1/τ2 grid), **Table 12** (ablations:
+evidence averaging, no routing, no evaluator = Naive RAG), the routing-policy comparison and prompt vs
+learned evaluator.
+
 Plots: ``reliability.png`` (reliability diagram), ``hallucination_crr.png`` (bars), ``routes_over_u.png``
 (routes over the fused uncertainty U).
 """
@@ -558,6 +564,19 @@ def _plots(out_dir: Path, per_system: dict[str, list[dict]], metrics: dict[str, 
 
 
 # ------------------------------------------------------------------------------------------------ entry
+def _sweep(out_dir: Path, reference: str | None) -> dict[str, Any] | None:
+    """Tables 9, 10, 12, the policy and prompt-vs-learned comparisons from the run's cached evidence
+    (:func:`inference.evaluation.sweep.run_sweep`, default grid, written to ``OUT/sweep/``; no model call);
+    ``None`` when no system of the run has cached evaluator evidence."""
+    from ..types import DataError
+    from .sweep import run_sweep
+
+    try:
+        return run_sweep(out_dir, reference=reference)
+    except DataError:  # no EvidentialRAG system in the run
+        return None
+
+
 def write_report(out_dir: Path, opts, run: dict[str, Any], judge_info: dict | None = None) -> dict[str, Any]:
     """Read the run folder's rows and write ``metrics.json``, ``report.md`` and the plots (atomically)."""
     from .runner import load_rows
@@ -606,6 +625,13 @@ def write_report(out_dir: Path, opts, run: dict[str, Any], judge_info: dict | No
     write_json(out_dir / "metrics.json", metrics)
     from training.io import atomic_write_text
 
-    atomic_write_text(out_dir / "report.md", render_markdown(metrics, meta))
+    markdown = render_markdown(metrics, meta)
+    sweep = _sweep(out_dir, reference)
+    if sweep is not None:
+        from .sweep import render_sweep_markdown
+
+        metrics["sweep"] = sweep["written"]
+        markdown += "\n" + render_sweep_markdown(sweep, heading="##") + "\n"
+    atomic_write_text(out_dir / "report.md", markdown)
     metrics["plots"] = _plots(out_dir, per_system, metrics)
     return metrics
