@@ -25,7 +25,7 @@ def sweep_cmd(
         str | None,
         typer.Option(
             "--tau",
-            help="TAU1:TAU2 pairs for Table 10, comma-separated, e.g. 0.3:0.6,0.35:0.65 (default: a 5×5 grid).",
+            help="TAU1:TAU2 pairs for Table 10, comma-separated, e.g. 0.3:0.6,0.35:0.65 (default: τ1 in 0.2,0.3,0.35,0.4,0.5 × τ2 in 0.5,0.6,0.65,0.7,0.8 with τ1 < τ2).",
         ),
     ] = None,
     rules: Annotated[

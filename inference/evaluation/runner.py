@@ -5,7 +5,8 @@ One run = one dataset × the listed systems × the listed seeds, written to an o
 * ``run.json`` — the settings (dataset, data path, systems, evaluator, seeds, limit, split, judge, the full
   run config) and versions. Resuming into a folder whose settings differ is refused.
 * ``instances.jsonl`` — the evaluated instances with the chunks every system sees: retrieved once from
-  ``--index`` when given, else the instance's passages,
+  ``--index`` when given (the next k retrieved are kept as ``extra_chunks``, Corrective RAG's expansion
+  pool), else the instance's passages (``extra_chunks``: the next k pieces by similarity),
   split into ``retrieval.chunk_tokens`` pieces when longer (CRAG web pages) and, when there are more than
   ``k``, the ``k`` most similar to the question under the configured embedder (same chunks, same order, for
   every system: the matched comparison of §4.2).
@@ -47,6 +48,7 @@ __all__ = [
     "prepare_instances",
     "run_evaluation",
     "select_chunks",
+    "select_extra_chunks",
 ]
 
 RUN_VERSION = "evaluate/1.0"
@@ -143,6 +145,35 @@ def select_chunks(
     return chunks, [lab for _, lab in pieces]
 
 
+def select_extra_chunks(
+    instance: EvalInstance,
+    taken: Sequence[str],
+    n: int,
+    embedder=None,
+    chunk_tokens: int = 256,
+    chunk_overlap: int = 40,
+) -> list[Chunk]:
+    """Up to ``n`` further pieces of ``instance`` beyond the ids in ``taken``, most similar first (dataset
+    order without an embedder), ranked after them: the "expanded retrieval" pool of Corrective RAG's
+    incorrect/ambiguous branches (offline stand-in for its web search)."""
+    if embedder is not None:
+        instance = chunk_passages(instance, chunk_tokens, chunk_overlap, embedder.tokenizer)
+    rest = [c for c in instance.passages if c.id not in set(taken)]
+    if not rest or n < 1:
+        return []
+    if embedder is not None and len(rest) > 1:
+        q = embedder.encode_queries([instance.question])[0]
+        sims = embedder.encode_documents([c.text for c in rest]) @ q
+        order = np.argsort(-sims, kind="stable")[:n]
+        picked = [(rest[i], rounded(float(sims[i]))) for i in order]
+    else:
+        picked = [(c, None) for c in rest[:n]]
+    return [
+        Chunk(id=c.id, text=c.text, source=c.source, rank=len(taken) + r, score=s)
+        for r, (c, s) in enumerate(picked, start=1)
+    ]
+
+
 def prepare_instances(
     opts: EvaluateOptions, cfg: RunConfig, embedder_factory: Callable[[], Any] | None = None
 ) -> list[dict]:
@@ -169,11 +200,17 @@ def prepare_instances(
         from ..retrieval import build_retriever
 
         retriever = build_retriever(opts.index, cfg)
-        found = retriever.search_batch([i.question for i in instances], cfg.k)
-        for inst, chunks in zip(instances, found):
+        found = retriever.search_batch([i.question for i in instances], 2 * cfg.k)
+        for inst, got in zip(instances, found):
+            chunks, extra = got[: cfg.k], got[cfg.k :]
             labels = [{"type": None, "answer": None} for _ in chunks]
             rows.append(
-                {"instance": inst.to_dict(), "chunks": [c.to_dict() for c in chunks], "labels": labels}
+                {
+                    "instance": inst.to_dict(),
+                    "chunks": [c.to_dict() for c in chunks],
+                    "labels": labels,
+                    "extra_chunks": [c.to_dict() for c in extra],
+                }
             )
         write_jsonl(path, rows)
         return rows
@@ -182,7 +219,22 @@ def prepare_instances(
         chunks, labels = select_chunks(
             inst, cfg.k, embedder, cfg.retrieval.chunk_tokens, cfg.retrieval.chunk_overlap
         )
-        rows.append({"instance": inst.to_dict(), "chunks": [c.to_dict() for c in chunks], "labels": labels})
+        extra = select_extra_chunks(
+            inst,
+            [c.id for c in chunks],
+            cfg.k,
+            embedder,
+            cfg.retrieval.chunk_tokens,
+            cfg.retrieval.chunk_overlap,
+        )
+        rows.append(
+            {
+                "instance": inst.to_dict(),
+                "chunks": [c.to_dict() for c in chunks],
+                "labels": labels,
+                "extra_chunks": [c.to_dict() for c in extra],
+            }
+        )
     write_jsonl(path, rows)
     return rows
 
@@ -381,6 +433,7 @@ def run_evaluation(
 
     prepared = prepare_instances(opts, cfg, embedder_factory)
     instances = [(EvalInstance.from_dict(p["instance"]), [Chunk(**c) for c in p["chunks"]]) for p in prepared]
+    extras = {p["instance"]["id"]: [Chunk(**c) for c in p.get("extra_chunks", [])] for p in prepared}
     todo_any = False
     done: dict[str, set[tuple[int, str]]] = {}
     for name in opts.systems:
@@ -417,8 +470,14 @@ def run_evaluation(
                 part = todo[s : s + opts.batch_size]
                 seed_everything(seed)
                 t0 = time.perf_counter()
+                questions, chunk_lists = [i.question for i, _ in part], [c for _, c in part]
                 with PeakMemory() as mem:
-                    records = system.answer_batch([i.question for i, _ in part], [c for _, c in part])
+                    if getattr(system, "uses_extra_chunks", False):  # Corrective RAG's expansion pool
+                        records = system.answer_batch(
+                            questions, chunk_lists, extra_chunks=[extras[i.id] for i, _ in part]
+                        )
+                    else:
+                        records = system.answer_batch(questions, chunk_lists)
                 wall = time.perf_counter() - t0
                 judged = judge.judge_batch(
                     [JudgeInput(i, r.get("response") or "", c) for (i, c), r in zip(part, records)]

@@ -26,7 +26,10 @@ from ..types import Chunk
 
 __all__ = [
     "SYSTEMS",
+    "EvidentialDecomposedSystem",
     "EvidentialLearnedSystem",
+    "EvidentialNoFusionSystem",
+    "EvidentialNoRoutingSystem",
     "EvidentialPromptSystem",
     "EvidentialSystem",
     "NaiveSystem",
@@ -81,6 +84,7 @@ class EvidentialSystem:
 
     name = "evidential"
     evaluator: str | None = None  # None = the config's evaluator.name
+    fusion_overrides: dict[str, Any] = {}  # the ablation systems' changes to the fusion section
 
     def __init__(self, config: RunConfig, shared: SharedModels):
         from ..evaluators import build_evaluator
@@ -89,6 +93,8 @@ class EvidentialSystem:
 
         if self.evaluator is not None:
             config = replace(config, evaluator=replace(config.evaluator, name=self.evaluator))
+        if self.fusion_overrides:
+            config = replace(config, fusion=replace(config.fusion, **self.fusion_overrides))
         backend = shared._generator_backend
         evaluator = generator = None
         if backend is not None:
@@ -135,6 +141,33 @@ class EvidentialPromptSystem(EvidentialSystem):
 
     name = "evidential-prompt"
     evaluator = "prompt"
+
+
+@SYSTEMS.register("evidential-no-fusion")
+class EvidentialNoFusionSystem(EvidentialSystem):
+    """Ablation (Table 12): EvidentialRAG without conflict-preserving fusion — the chunks' evidence is
+    averaged into one opinion (``fusion.rule = "average"``), so conflict never reaches ``U``."""
+
+    name = "evidential-no-fusion"
+    fusion_overrides = {"rule": "average"}
+
+
+@SYSTEMS.register("evidential-no-routing")
+class EvidentialNoRoutingSystem(EvidentialSystem):
+    """Ablation (Table 12): EvidentialRAG without routing — always the direct answer
+    (``fusion.policy = "direct"``)."""
+
+    name = "evidential-no-routing"
+    fusion_overrides = {"policy": "direct"}
+
+
+@SYSTEMS.register("evidential-decomposed")
+class EvidentialDecomposedSystem(EvidentialSystem):
+    """EvidentialRAG with the decomposed routing policy (conflict-dominated uncertainty explains the
+    conflict, ignorance-dominated uncertainty abstains) instead of the paper's Eq 15."""
+
+    name = "evidential-decomposed"
+    fusion_overrides = {"policy": "decomposed"}
 
 
 @SYSTEMS.register("naive")
