@@ -131,7 +131,8 @@ def fuse_cmd(
     ] = None,
     lam: Annotated[float | None, typer.Option("--lam", help="Conflict-transfer weight λ ∈ [0, 1].")] = None,
     rule: Annotated[
-        str | None, typer.Option(help=f"Combination rule: {', '.join(evidential.fusion.fusion_rule_names())}.")
+        str | None,
+        typer.Option(help=f"Combination rule: {', '.join(evidential.fusion.fusion_rule_names())}."),
     ] = None,
     tau1: Annotated[float | None, typer.Option(help="Routing threshold τ1 (U < τ1 → direct).")] = None,
     tau2: Annotated[float | None, typer.Option(help="Routing threshold τ2 (U ≥ τ2 → abstain).")] = None,
@@ -637,7 +638,7 @@ def index_cmd(
 
 
 # commands defined in their own modules register themselves on `app`
-from . import cli_calibrate, cli_distill, cli_evaluate, cli_serve, cli_sft, cli_train  # noqa: E402,F401
+from . import cli_audit, cli_calibrate, cli_distill, cli_evaluate, cli_serve, cli_sft, cli_sweep, cli_train  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
     # `python -m inference.cli` (e.g. `accelerate launch -m inference.cli train-prompt-evaluator`) runs this

@@ -40,6 +40,7 @@ __all__ = [
     "abstention_rate",
     "answer_contained",
     "aurc",
+    "cohens_kappa",
     "conflict_resolution_rate",
     "exact_match",
     "expected_calibration_error",
@@ -619,3 +620,35 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
         return None
     rho = float(spearmanr(xs, ys).statistic)
     return None if math.isnan(rho) else rho
+
+
+def cohens_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+    """Cohen's kappa of two raters' labels on the same items: ``κ = (p_o − p_e) / (1 − p_e)``.
+
+    ``p_o`` is the observed agreement (the fraction of items with ``a[i] == b[i]``) and ``p_e`` the agreement
+    expected by chance from the raters' marginals, ``Σ_c p_a(c) · p_b(c)``. Labels are any hashable values
+    (``True`` / ``False`` / ``None`` each count as a category). Defined cases: identical labels give 1.0;
+    when ``p_e = 1`` (both raters used one and the same category) the raters are necessarily identical, so
+    ``p_o = 1`` and the result is 1.0 (the "observed < 1" branch of that case cannot occur); no item gives
+    ``None``.
+
+    >>> cohens_kappa([1, 1, 0, 0], [1, 0, 0, 0])
+    0.5
+    >>> cohens_kappa(["y"] * 3, ["y"] * 3), cohens_kappa([], [])
+    (1.0, None)
+
+    Raises:
+        ValueError: ``a`` and ``b`` differ in length.
+    """
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        raise ValueError(f"a and b differ in length: {len(a)} vs {len(b)}")
+    if not a:
+        return None
+    n = len(a)
+    p_o = sum(x == y for x, y in zip(a, b)) / n
+    ca, cb = Counter(a), Counter(b)
+    p_e = sum(ca[c] * cb[c] for c in ca) / (n * n)
+    if p_e >= 1.0:
+        return 1.0
+    return (p_o - p_e) / (1.0 - p_e)
