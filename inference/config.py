@@ -21,6 +21,7 @@ from training.configio import (
     to_dict,
 )
 
+from .baselines.config import BaselinesConfig
 from .evaluators.config import EvaluatorConfig
 from .generation.config import GeneratorConfig
 from .retrieval.config import RetrievalConfig
@@ -116,6 +117,10 @@ class RunConfig:
     retrieval: RetrievalConfig = field(
         default_factory=RetrievalConfig,
         metadata={"help": "Indexing, retrieval (dense / bm25 / hybrid) and reranking."},
+    )
+    baselines: BaselinesConfig = field(
+        default_factory=BaselinesConfig,
+        metadata={"help": "Settings of the Corrective RAG and Self-RAG baselines (evidential-rag evaluate)."},
     )
     calibration: str | None = field(
         default=None,

@@ -5,10 +5,25 @@ from __future__ import annotations
 
 from evidential.registry import Registry
 
+from .corrective import CORRECTIVE_PROMPT_VERSION, RETRIEVAL_EVALUATORS, CorrectiveConfig, CorrectiveRAG
 from .naive import NAIVE_PROMPT_VERSION, NaiveRAG, naive_prompt
+from .selfrag import SelfRAG, SelfRAGConfig
 
-__all__ = ["BASELINES", "NAIVE_PROMPT_VERSION", "NaiveRAG", "naive_prompt"]
+__all__ = [
+    "BASELINES",
+    "CORRECTIVE_PROMPT_VERSION",
+    "CorrectiveConfig",
+    "CorrectiveRAG",
+    "NAIVE_PROMPT_VERSION",
+    "NaiveRAG",
+    "RETRIEVAL_EVALUATORS",
+    "SelfRAG",
+    "SelfRAGConfig",
+    "naive_prompt",
+]
 
 # name -> class with ask_batch(questions, chunks=None) -> records
 BASELINES: Registry = Registry("baseline")
 BASELINES.register("naive")(NaiveRAG)
+BASELINES.register("selfrag")(SelfRAG)
+BASELINES.register("corrective")(CorrectiveRAG)

@@ -9,16 +9,18 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evidential.errors import ConfigError
 
 from ..backends import load_backend
 from ..backends.base import Backend, Prompt
-from ..config import RunConfig
 from ..generation.prompt import quoted_chunks
 from ..io import rounded
 from ..types import Chunk
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
 
 __all__ = ["NAIVE_PROMPT_VERSION", "NaiveRAG", "naive_prompt"]
 

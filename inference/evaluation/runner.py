@@ -360,6 +360,18 @@ def _judge_kwargs(opts: EvaluateOptions, cfg: RunConfig) -> dict[str, Any]:
     return {"backend": cfg.generator.backend, "cache_path": opts.out / "judge_cache.jsonl"}
 
 
+def _fill_new_sections(old: dict | None, new: dict) -> None:
+    """A run recorded before a config section existed (e.g. ``baselines``) ran with that section's
+    defaults: fill such sections in ``old`` when ``new`` holds the defaults, so that resuming is allowed
+    exactly when nothing that run used has changed."""
+    if not isinstance(old, dict):
+        return
+    defaults = json.loads(json.dumps(asdict(RunConfig()), default=str))
+    for key, value in new.items():
+        if key not in old and value == defaults.get(key):
+            old[key] = value
+
+
 def _check_run(opts: EvaluateOptions, cfg: RunConfig) -> dict:
     """Write ``run.json`` (new run) or check that the folder's run has the same settings (resume)."""
     import evidential
@@ -368,6 +380,7 @@ def _check_run(opts: EvaluateOptions, cfg: RunConfig) -> dict:
     fp = json.loads(json.dumps(_fingerprint(opts, cfg), default=str))
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
+        _fill_new_sections(old.get("settings", {}).get("config"), fp["config"])
         diff = sorted(k for k in fp if old.get("settings", {}).get(k) != fp[k])
         if diff:
             raise ConfigError(

@@ -6,8 +6,13 @@ each) and generation length — the paper's matched comparison (§4.2). Models l
 systems share one loaded generator backend through :class:`SharedModels`.
 
 A system is a class with ``name``, ``__init__(config, shared)``, ``answer_batch(questions, chunks) ->
-list[answer record]``, ``set_seed(seed)`` and ``describe() -> dict``. The baselines issue registers more
-(Corrective RAG, Self-RAG) in the same registry.
+list[answer record]``, ``set_seed(seed)`` and ``describe() -> dict``; a system with ``uses_extra_chunks = True`` (Corrective RAG)
+also gets ``extra_chunks``, the instance's next-ranked passages (its offline stand-in for web search).
+
+Registered: ``evidential`` (the config's evaluator), ``evidential-learned``, ``evidential-prompt``, the
+ablations ``evidential-no-fusion`` (evidence averaging), ``evidential-no-routing`` (always direct) and
+``evidential-decomposed`` (the decomposed routing policy), and the baselines ``naive``, ``corrective`` and
+``selfrag``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from ..types import Chunk
 
 __all__ = [
     "SYSTEMS",
+    "CorrectiveSystem",
     "EvidentialDecomposedSystem",
     "EvidentialLearnedSystem",
     "EvidentialNoFusionSystem",
@@ -33,6 +39,7 @@ __all__ = [
     "EvidentialPromptSystem",
     "EvidentialSystem",
     "NaiveSystem",
+    "SelfRAGSystem",
     "SharedModels",
     "build_systems",
     "seed_everything",
@@ -56,6 +63,7 @@ class SharedModels:
     def __init__(self, config: RunConfig):
         self.config = config
         self._generator_backend = None
+        self._learned_evaluator = None
 
     @property
     def generator_backend(self):
@@ -65,6 +73,21 @@ class SharedModels:
 
             self._generator_backend = load_backend(self.config.generator.backend)
         return self._generator_backend
+
+    @property
+    def learned_evaluator(self):
+        """The learned evaluator (``config.evaluator`` with ``name: learned``), loaded once: EvidentialRAG's
+        when it runs one, shared with Corrective RAG's retrieval evaluator."""
+        if self._learned_evaluator is None:
+            from ..evaluators import build_evaluator
+
+            self._learned_evaluator = build_evaluator(replace(self.config.evaluator, name="learned"))
+        return self._learned_evaluator
+
+    def offer_learned_evaluator(self, evaluator) -> None:
+        """Share an already-loaded learned evaluator with the systems built after it."""
+        if self._learned_evaluator is None and evaluator is not None:
+            self._learned_evaluator = evaluator
 
     def offer_generator_backend(self, backend) -> None:
         """Use an already-loaded generator backend (the pipeline's) for the systems built after it."""
@@ -105,6 +128,8 @@ class EvidentialSystem:
                 evaluator = build_evaluator(config.evaluator, backend=backend)
         self.rag = EvidentialRAG(config, evaluator=evaluator, generator=generator)
         shared.offer_generator_backend(getattr(self.rag.generator, "backend", None))
+        if config.evaluator.name == "learned":
+            shared.offer_learned_evaluator(self.rag.evaluator)
 
     def set_seed(self, seed: int) -> None:
         gen = getattr(self.rag.generator, "generation", None)
@@ -189,6 +214,72 @@ class NaiveSystem:
 
     def describe(self) -> dict[str, Any]:
         return {"generator": "llm", "generator_model": self.rag.config.generator.backend.model}
+
+
+@SYSTEMS.register("corrective")
+class CorrectiveSystem:
+    """Corrective RAG (:class:`~inference.baselines.CorrectiveRAG`; settings ``baselines.corrective``): the
+    retrieval evaluator (the learned evaluator's relevance by default, shared with EvidentialRAG) picks
+    correct / ambiguous / incorrect; the incorrect branch's web search is replaced by expanded retrieval
+    (the harness's ``extra_chunks`` — the instance's next-ranked passages — or the index)."""
+
+    name = "corrective"
+    uses_extra_chunks = True
+
+    def __init__(self, config: RunConfig, shared: SharedModels):
+        from ..baselines import CorrectiveRAG
+
+        settings = config.baselines.corrective
+        evaluator = shared.learned_evaluator if settings.retrieval_evaluator == "learned" else None
+        self.rag = CorrectiveRAG(
+            config, backend=shared.generator_backend, evaluator=evaluator, corrective=settings
+        )
+
+    def set_seed(self, seed: int) -> None:
+        self.rag.config = _with_seed(self.rag.config, seed)
+
+    def answer_batch(
+        self,
+        questions: Sequence[str],
+        chunks: Sequence[Sequence[Chunk]],
+        extra_chunks: Sequence[Sequence[Chunk]] | None = None,
+    ) -> list[dict]:
+        return self.rag.ask_batch(questions, chunks, extra_chunks=extra_chunks)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "generator": "llm",
+            "generator_model": self.rag.config.generator.backend.model,
+            "retrieval_evaluator": self.rag.corrective.retrieval_evaluator,
+            "thresholds": {"upper": self.rag.corrective.upper, "lower": self.rag.corrective.lower},
+        }
+
+
+@SYSTEMS.register("selfrag")
+class SelfRAGSystem:
+    """Self-RAG (:class:`~inference.baselines.SelfRAG`; settings ``baselines.selfrag``): the prompted-reflection
+    reimplementation on the shared generator by default, or the released checkpoint's reflection tokens
+    (``baselines.selfrag.mode: checkpoint`` with ``generator.backend.model: selfrag/selfrag_llama2_7b``)."""
+
+    name = "selfrag"
+
+    def __init__(self, config: RunConfig, shared: SharedModels):
+        from ..baselines import SelfRAG
+
+        self.rag = SelfRAG(config, backend=shared.generator_backend, selfrag=config.baselines.selfrag)
+
+    def set_seed(self, seed: int) -> None:
+        self.rag.config = _with_seed(self.rag.config, seed)
+
+    def answer_batch(self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk]]) -> list[dict]:
+        return self.rag.ask_batch(questions, chunks)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "generator": "llm",
+            "generator_model": self.rag.config.generator.backend.model,
+            "mode": self.rag.selfrag.mode,
+        }
 
 
 def build_systems(
