@@ -215,3 +215,43 @@ def test_prepare_instances_retrieves_once_from_an_index(tmp_path, ramdocs_index,
     assert [[c["id"] for c in r["chunks"]] for r in rows] == [[c.id for c in cs] for cs in expected]
     assert all(lab == {"type": None, "answer": None} for r in rows for lab in r["labels"])
     assert prepare_instances(opts, cfg) == rows  # cached: a resumed run sees the same chunks
+
+
+def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
+    """Corrective RAG (forced to its expansion branch), Self-RAG and an ablation run on real CRAG pages with
+    the shared SmolLM2 and learned evaluator; the p-values compare against Corrective RAG."""
+    from inference.baselines.config import CorrectiveConfig
+    from inference.config import load_config
+
+    cfg = load_config(
+        None, [*SETTINGS, "k=2", "baselines.corrective.upper=0.999", "baselines.corrective.lower=0.998"]
+    )
+    shared = SharedModels(cfg)
+    shared.offer_generator_backend(smollm2)
+    names = ["evidential-no-fusion", "corrective", "selfrag"]
+    systems = build_systems(names, cfg, shared)
+    assert systems["corrective"].rag.scorer.evaluator is shared.learned_evaluator  # loaded once, shared
+    opts = EvaluateOptions(
+        dataset="crag", out=tmp_path / "run", systems=names, seeds=[7], limit=2, batch_size=2
+    )
+    metrics = run_evaluation(opts, cfg, systems=systems, progress=False)
+    prepared = [json.loads(x) for x in (tmp_path / "run" / "instances.jsonl").read_text().splitlines()]
+    extra = {p["instance"]["id"]: p["extra_chunks"] for p in prepared}
+    assert all(len(v) == cfg.k for v in extra.values())  # CRAG pages split into more than 2k pieces
+    for p in prepared:  # the expansion pool never repeats the chunks every system sees
+        assert not {c["id"] for c in p["chunks"]} & {c["id"] for c in p["extra_chunks"]}
+    for r in load_rows(tmp_path / "run" / "corrective.jsonl"):
+        rec = r["record"]
+        assert rec["action"] == "incorrect" and rec["fallback"] == "extra_chunks"
+        assert {k["chunk_id"] for k in rec["knowledge"]} <= {c["id"] for c in extra[r["id"]]}
+        assert all(k["origin"] == "external" for k in rec["knowledge"])
+        # learned evaluator: extract + score for the chunks, again for the strips; then one generation
+        assert rec["batched_passes"] == 5 and rec["prompt_version"] == "corrective/1.0"
+    for r in load_rows(tmp_path / "run" / "selfrag.jsonl"):
+        assert "reimplementation" in r["record"]["implementation"]
+        assert r["record"]["prompt_version"] == "selfrag-prompted/1.0"
+    for r in load_rows(tmp_path / "run" / "evidential-no-fusion.jsonl"):
+        assert r["record"]["fusion"]["rule"] == "average" and r["record"]["conflict"] == 0.0
+    assert metrics["reference"] == "corrective"
+    assert set(metrics["p_values"]) == {"evidential-no-fusion", "selfrag"}
+    assert CorrectiveConfig().upper == 0.6  # the override changed this run only
