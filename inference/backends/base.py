@@ -29,6 +29,7 @@ __all__ = [
     "GenerationConfig",
     "Prompt",
     "load_backend",
+    "raw_prompt_text",
 ]
 
 ChatMessage = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": str}
@@ -140,6 +141,13 @@ class BackendConfig:
     lora_path: str | None = field(
         default=None, metadata={"help": "LoRA adapter to load on top of the model (transformers/vLLM)."}
     )
+    raw_prompts: bool = field(
+        default=False,
+        metadata={
+            "help": "Send each prompt's message contents as plain text, without a chat template: base or "
+            "non-chat models such as the released selfrag_llama2 checkpoints (transformers and vLLM only)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.name not in BACKENDS:
@@ -156,6 +164,12 @@ class BackendConfig:
             or self.max_retries < 0
         ):
             raise ConfigError(f"backend.max_retries must be an integer >= 0; got {self.max_retries!r}")
+        if not isinstance(self.raw_prompts, bool):
+            raise ConfigError(f"backend.raw_prompts must be true or false; got {self.raw_prompts!r}")
+        if self.raw_prompts and self.name not in ("transformers", "vllm"):
+            raise ConfigError(
+                f"backend.raw_prompts is supported by the transformers and vllm backends only; got {self.name!r}"
+            )
         if not isinstance(self.timeout_s, (int, float)) or not self.timeout_s > 0:
             raise ConfigError(f"backend.timeout_s must be a number > 0; got {self.timeout_s!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -182,6 +196,12 @@ class Backend(Protocol):
 # name -> factory(BackendConfig) -> Backend. Factories import their heavy/optional libraries lazily, so a
 # missing optional extra only fails when that backend is chosen, with a message saying what to install.
 BACKENDS: Registry[Any] = Registry("backend")
+
+
+def raw_prompt_text(prompt: Prompt) -> str:
+    """The plain text of a prompt sent without a chat template (``raw_prompts``): its messages' contents,
+    concatenated in order."""
+    return "".join(m["content"] for m in prompt)
 
 
 def load_backend(config: BackendConfig) -> Backend:

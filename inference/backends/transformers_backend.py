@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt
+from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt, raw_prompt_text
 from .models import resolve_model
 
 __all__ = ["TransformersBackend", "transformers_backend"]
@@ -63,9 +63,10 @@ class TransformersBackend:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        if not getattr(self.tokenizer, "chat_template", None):
+        if not config.raw_prompts and not getattr(self.tokenizer, "chat_template", None):
             raise BackendError(
-                f"{config.model!r} has no chat template; the evaluator needs an instruction (chat) model"
+                f"{config.model!r} has no chat template; the evaluator needs an instruction (chat) model "
+                "(for a base model whose prompts are plain text, set backend.raw_prompts: true)"
             )
         self._grammar_cache: dict[str, Any] = {}
         self._xgr_tokenizer_info = None
@@ -100,7 +101,10 @@ class TransformersBackend:
         if not prompts:
             return []
         texts = [
-            self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts
+            raw_prompt_text(p)
+            if self.config.raw_prompts
+            else self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+            for p in prompts
         ]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
             self.device

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt
+from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt, raw_prompt_text
 from .models import resolve_model
 
 __all__ = ["VLLM_INSTALL_HINT", "VLLMBackend", "structured_output_kwargs", "vllm_backend"]
@@ -138,12 +138,20 @@ class VLLMBackend:
             raise BackendError("the vllm backend is closed; build a new one with load_backend()")
         if not prompts:
             return []
-        outputs = self.llm.chat(
-            prompts,
-            sampling_params=self.sampling_params(config),
-            use_tqdm=False,
-            lora_request=self._lora_request,
-        )
+        if self.config.raw_prompts:  # a base model (e.g. selfrag_llama2): plain text, no chat template
+            outputs = self.llm.generate(
+                [raw_prompt_text(p) for p in prompts],
+                sampling_params=self.sampling_params(config),
+                use_tqdm=False,
+                lora_request=self._lora_request,
+            )
+        else:
+            outputs = self.llm.chat(
+                prompts,
+                sampling_params=self.sampling_params(config),
+                use_tqdm=False,
+                lora_request=self._lora_request,
+            )
         if len(outputs) != len(prompts):
             raise BackendError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         self.passes += 1

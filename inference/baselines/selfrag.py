@@ -28,8 +28,10 @@ Two modes (:class:`SelfRAGConfig` ``mode``):
   *probabilities* of the reflection tokens (and decides retrieval with a threshold on
   ``p([Retrieval])``); this baseline replaces those probabilities by the generated tokens (1 for the
   generated token, 0 otherwise), so its scores are coarser than the paper's. The model must see the prompt
-  verbatim: the backend must render the single user message as-is (a pass-through chat template), since
-  the checkpoint was trained without a chat format.
+  verbatim, since the checkpoint was trained without a chat format: set ``generator.backend.raw_prompts:
+  true`` (transformers and vLLM send the message text without a chat template), e.g. ``--set
+  baselines.selfrag.mode=checkpoint --set generator.backend.name=vllm --set
+  generator.backend.model=selfrag/selfrag_llama2_7b --set generator.backend.raw_prompts=true``.
 
 Same retriever, generator model, decoding settings (``generator.generation``) and per-chunk character budget
 (``generator.max_chunk_chars``) as Naive RAG and the EvidentialRAG pipeline.
