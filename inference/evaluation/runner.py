@@ -360,16 +360,21 @@ def _judge_kwargs(opts: EvaluateOptions, cfg: RunConfig) -> dict[str, Any]:
     return {"backend": cfg.generator.backend, "cache_path": opts.out / "judge_cache.jsonl"}
 
 
-def _fill_new_sections(old: dict | None, new: dict) -> None:
-    """A run recorded before a config section existed (e.g. ``baselines``) ran with that section's
-    defaults: fill such sections in ``old`` when ``new`` holds the defaults, so that resuming is allowed
-    exactly when nothing that run used has changed."""
+def _fill_new_sections(old: dict | None, new: dict, defaults: dict | None = None) -> None:
+    """A run recorded before a config field or section existed (e.g. ``baselines``,
+    ``generator.backend.raw_prompts``) ran with its default: fill such keys in ``old`` (at any depth) when
+    ``new`` holds the default, so that resuming is allowed exactly when nothing that run used has changed."""
     if not isinstance(old, dict):
         return
-    defaults = json.loads(json.dumps(asdict(RunConfig()), default=str))
+    if defaults is None:
+        defaults = json.loads(json.dumps(asdict(RunConfig()), default=str))
     for key, value in new.items():
-        if key not in old and value == defaults.get(key):
-            old[key] = value
+        default = defaults.get(key) if isinstance(defaults, dict) else None
+        if key not in old:
+            if value == default:
+                old[key] = value
+        elif isinstance(old[key], dict) and isinstance(value, dict):
+            _fill_new_sections(old[key], value, default if isinstance(default, dict) else {})
 
 
 def _check_run(opts: EvaluateOptions, cfg: RunConfig) -> dict:

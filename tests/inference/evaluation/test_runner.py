@@ -255,3 +255,23 @@ def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
     assert metrics["reference"] == "corrective"
     assert set(metrics["p_values"]) == {"evidential-no-fusion", "selfrag"}
     assert CorrectiveConfig().upper == 0.6  # the override changed this run only
+
+
+def test_runs_recorded_before_a_config_field_existed_resume_only_at_its_default():
+    from dataclasses import asdict
+
+    from inference.config import load_config
+    from inference.evaluation.runner import _fill_new_sections
+
+    new = json.loads(json.dumps(asdict(load_config(None, [])), default=str))
+    old = json.loads(json.dumps(new))
+    del old["baselines"], old["generator"]["backend"]["raw_prompts"]
+    _fill_new_sections(old, new)
+    assert old == new  # defaults: the old run used exactly these
+    changed = json.loads(json.dumps(new))
+    changed["baselines"]["corrective"]["upper"] = 0.5
+    changed["generator"]["backend"]["raw_prompts"] = True
+    old = json.loads(json.dumps(new))
+    del old["baselines"], old["generator"]["backend"]["raw_prompts"]
+    _fill_new_sections(old, changed)
+    assert "baselines" not in old and "raw_prompts" not in old["generator"]["backend"]  # stays different
