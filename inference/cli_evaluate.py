@@ -47,7 +47,12 @@ def evaluate_cmd(
         ),
     ] = None,
     systems: Annotated[
-        str, typer.Option("--systems", help="Comma-separated systems, e.g. evidential,naive.")
+        str,
+        typer.Option(
+            "--systems",
+            help="Comma-separated systems: evidential, evidential-learned, evidential-prompt, naive, corrective, "
+            "selfrag; ablations evidential-no-fusion, evidential-no-routing, evidential-decomposed.",
+        ),
     ] = "evidential,naive",
     evaluator: EvaluatorOpt = None,
     seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "42,123,999",
