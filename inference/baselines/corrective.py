@@ -49,7 +49,7 @@ from .config import RETRIEVAL_EVALUATORS, CorrectiveConfig, _is_int
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-from .naive import naive_prompt
+from .naive import build_baseline_retriever, check_llm_generator, given_or_retrieved, naive_prompt
 
 __all__ = [
     "ACTIONS",
@@ -393,17 +393,12 @@ class CorrectiveRAG:
         evaluator=None,
         corrective: CorrectiveConfig | None = None,
     ):
-        if config.generator.name != "llm":
-            raise ConfigError("Corrective RAG needs an LLM generator (generator.name: llm)")
+        check_llm_generator(config, "Corrective RAG")
         self.config = config
         self.corrective = corrective if corrective is not None else CorrectiveConfig()
         if not isinstance(self.corrective, CorrectiveConfig):
             raise ConfigError(f"corrective must be a CorrectiveConfig; got {type(self.corrective).__name__}")
-        self.retriever = retriever
-        if self.retriever is None and index is not None:
-            from ..retrieval import build_retriever
-
-            self.retriever = build_retriever(index, config)
+        self.retriever = build_baseline_retriever(config, index, retriever)
         self.scorer = RETRIEVAL_EVALUATORS.get(self.corrective.retrieval_evaluator)(
             config, evaluator=evaluator, retriever=self.retriever
         )
@@ -483,24 +478,11 @@ class CorrectiveRAG:
         n = len(questions)
         k = self.config.k
         c = self.corrective
-        given = list(chunks) if chunks is not None else [None] * n
         extra = list(extra_chunks) if extra_chunks is not None else [None] * n
-        if len(given) != n:
-            raise ValueError(f"got {n} questions but {len(given)} chunk lists")
         if len(extra) != n:
             raise ValueError(f"got {n} questions but {len(extra)} extra_chunks lists")
         passes0 = self.scorer.passes
-        rows = [list(cs)[:k] if cs is not None else [] for cs in given]
-        need = [i for i, cs in enumerate(given) if cs is None]
-        t_ret = 0.0
-        if need:
-            if self.retriever is None:
-                raise ConfigError("no index loaded: pass an index folder or give chunks")
-            t0 = time.perf_counter()
-            got = self.retriever.search_batch([questions[i] for i in need], k)
-            t_ret = (time.perf_counter() - t0) / len(need)
-            for i, cs in zip(need, got):
-                rows[i] = list(cs)[:k]
+        rows, need, t_ret = given_or_retrieved(questions, chunks, k, self.retriever)
         # 1. retrieval evaluator: one batched pass over every (question, chunk)
         t0 = time.perf_counter()
         scores = self.scorer.score(questions, rows)

@@ -22,7 +22,14 @@ from ..types import Chunk
 if TYPE_CHECKING:
     from ..config import RunConfig
 
-__all__ = ["NAIVE_PROMPT_VERSION", "NaiveRAG", "naive_prompt"]
+__all__ = [
+    "NAIVE_PROMPT_VERSION",
+    "NaiveRAG",
+    "build_baseline_retriever",
+    "check_llm_generator",
+    "given_or_retrieved",
+    "naive_prompt",
+]
 
 NAIVE_PROMPT_VERSION = "naive/1.0"
 NAIVE_SYSTEM = (
@@ -35,6 +42,46 @@ def naive_prompt(question: str, chunks: Sequence[Chunk], max_chunk_chars: int) -
     """The chat prompt of Naive RAG: the passages (delimited as in every other prompt) and the question."""
     user = f"PASSAGES:\n{quoted_chunks(list(chunks), max_chunk_chars)}\n\nQUESTION: {question}\n\nANSWER:"
     return [{"role": "system", "content": NAIVE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def check_llm_generator(config: RunConfig, system: str) -> None:
+    """Every baseline generates with the LLM generator (there is no templated baseline)."""
+    if config.generator.name != "llm":
+        raise ConfigError(f"{system} needs an LLM generator (generator.name: llm)")
+
+
+def build_baseline_retriever(config: RunConfig, index: str | Path | None, retriever=None):
+    """The given retriever, else one over ``index`` (``None`` when neither: chunks come per question)."""
+    if retriever is None and index is not None:
+        from ..retrieval import build_retriever
+
+        retriever = build_retriever(index, config)
+    return retriever
+
+
+def given_or_retrieved(
+    questions: Sequence[str], chunks: Sequence[Sequence[Chunk] | None] | None, k: int, retriever
+) -> tuple[list[list[Chunk]], list[int], float]:
+    """Each question's chunks: the given ones cut to ``k``, else top-``k`` retrieved in ONE batched call.
+
+    Returns ``(rows, retrieved, seconds)``: the chunk lists, the indices of the questions that were
+    retrieved for, and the retrieval time per retrieved question.
+    """
+    given = list(chunks) if chunks is not None else [None] * len(questions)
+    if len(given) != len(questions):
+        raise ConfigError(f"got {len(questions)} questions but {len(given)} chunk lists")
+    rows = [list(c)[:k] if c is not None else [] for c in given]
+    need = [i for i, c in enumerate(given) if c is None]
+    seconds = 0.0
+    if need:
+        if retriever is None:
+            raise ConfigError("no index loaded: pass an index folder or give chunks")
+        t0 = time.perf_counter()
+        got = retriever.search_batch([questions[i] for i in need], k)
+        seconds = (time.perf_counter() - t0) / len(need)
+        for i, cs in zip(need, got):
+            rows[i] = list(cs)[:k]
+    return rows, need, seconds
 
 
 class NaiveRAG:
@@ -57,15 +104,10 @@ class NaiveRAG:
         backend: Backend | None = None,
         retriever=None,
     ):
-        if config.generator.name != "llm":
-            raise ConfigError("Naive RAG needs an LLM generator (generator.name: llm)")
+        check_llm_generator(config, "Naive RAG")
         self.config = config
         self.backend = backend if backend is not None else load_backend(config.generator.backend)
-        self.retriever = retriever
-        if self.retriever is None and index is not None:
-            from ..retrieval import build_retriever
-
-            self.retriever = build_retriever(index, config)
+        self.retriever = build_baseline_retriever(config, index, retriever)
         self.passes = 0
 
     def ask_batch(
@@ -73,19 +115,7 @@ class NaiveRAG:
     ) -> list[dict[str, Any]]:
         """Answer every question with one retrieval call and ONE batched generation call."""
         questions = list(questions)
-        k = self.config.k
-        given = list(chunks) if chunks is not None else [None] * len(questions)
-        rows = [list(c)[:k] if c is not None else [] for c in given]
-        need = [i for i, c in enumerate(given) if c is None]
-        t_ret = 0.0
-        if need:
-            if self.retriever is None:
-                raise ConfigError("no index loaded: pass an index folder or give chunks")
-            t0 = time.perf_counter()
-            got = self.retriever.search_batch([questions[i] for i in need], k)
-            t_ret = (time.perf_counter() - t0) / len(need)
-            for i, cs in zip(need, got):
-                rows[i] = list(cs)[:k]
+        rows, need, t_ret = given_or_retrieved(questions, chunks, self.config.k, self.retriever)
         gcfg = self.config.generator
         prompts = [naive_prompt(q, cs, gcfg.max_chunk_chars) for q, cs in zip(questions, rows)]
         t0 = time.perf_counter()

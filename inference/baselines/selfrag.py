@@ -56,6 +56,7 @@ from ..generation.prompt import TRUNCATION_MARK, quoted_chunks
 from ..io import rounded
 from ..types import Chunk
 from .config import SelfRAGConfig
+from .naive import build_baseline_retriever, check_llm_generator
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -460,18 +461,13 @@ class SelfRAG:
         retriever=None,
         selfrag: SelfRAGConfig | None = None,
     ):
-        if config.generator.name != "llm":
-            raise ConfigError("Self-RAG needs an LLM generator (generator.name: llm)")
+        check_llm_generator(config, "Self-RAG")
         if selfrag is not None and not isinstance(selfrag, SelfRAGConfig):
             raise ConfigError(f"selfrag must be a SelfRAGConfig or None; got {type(selfrag).__name__}")
         self.config = config
         self.selfrag = selfrag if selfrag is not None else SelfRAGConfig()
         self.backend = backend if backend is not None else load_backend(config.generator.backend)
-        self.retriever = retriever
-        if self.retriever is None and index is not None:
-            from ..retrieval import build_retriever
-
-            self.retriever = build_retriever(index, config)
+        self.retriever = build_baseline_retriever(config, index, retriever)
         self.passes = 0
         self._t_gen = 0.0
 

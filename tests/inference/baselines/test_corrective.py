@@ -76,7 +76,7 @@ def test_config_defaults_and_help():
         ({"strip_threshold": "0.5"}, "corrective.strip_threshold must be a number in [0, 1]; got '0.5'"),
         (
             {"lower": 0.6, "upper": 0.6},
-            "corrective.lower must be below corrective.upper; got lower=0.6, upper=0.6",
+            "corrective.lower must be below baselines.corrective.upper; got lower=0.6, upper=0.6",
         ),
         (
             {"lower": 0.7, "upper": 0.3},
