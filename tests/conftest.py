@@ -93,3 +93,41 @@ def tiny_checkpoint(tiny_encoder, shared_data, tmp_path_factory) -> Path:
     )
     EvidentialTrainer(cfg, out, command="tests", progress=False).train()
     return out / "best"
+
+
+@pytest.fixture(scope="session")
+def build_tiny_llama():
+    """A builder of tiny random causal LMs: ``build_tiny_llama(path, chat_template=True) -> path``."""
+    return _build_tiny_llama
+
+
+def _build_tiny_llama(path: Path, chat_template: bool = True) -> Path:
+    """Save a randomly initialised 2-layer Llama with the packaged SmolLM2 tokenizer to ``path`` (without
+    the chat template when ``chat_template`` is false: a base model); skips where the GGUF is absent."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from inference.backends import BackendError, resolve_model
+
+    try:
+        ref = resolve_model("packaged:smollm2-135m-instruct")
+    except BackendError as exc:
+        pytest.skip(f"packaged SmolLM2 tokenizer not available: {exc}")
+    tok = AutoTokenizer.from_pretrained(ref.path, gguf_file=ref.gguf_file)
+    if not chat_template:
+        tok.chat_template = None
+    tok.save_pretrained(path)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    return path

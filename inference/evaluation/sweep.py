@@ -497,16 +497,7 @@ def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
 
     ref = sweep.get("reference")
     has_strict = sweep.get("dataset") == "ramdocs"
-    cols = [
-        "accuracy",
-        *(["strict_em"] if has_strict else []),
-        "route_accuracy",
-        "hallucination_rate",
-        "conflict_resolution_rate",
-        "refusal_f1",
-        "abstention_rate",
-        "ece",
-    ]
+    cols = [c for c in TABLE_METRICS if c != "strict_em" or has_strict]
     names = {
         "accuracy": "accuracy",
         "strict_em": "strict EM",

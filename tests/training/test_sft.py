@@ -256,34 +256,9 @@ def test_inventory_choice_is_deterministic(shared_data):
 
 
 @pytest.fixture(scope="module")
-def tiny_llm(tmp_path_factory) -> Path:
+def tiny_llm(tmp_path_factory, build_tiny_llama) -> Path:
     """A randomly initialised 2-layer Llama with the SmolLM2 tokenizer (from the packaged GGUF), in a folder."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from inference.backends.base import BackendError
-
-    try:
-        src = resolve_sft_model("packaged:smollm2-135m-instruct")
-    except BackendError as exc:
-        pytest.skip(f"packaged SmolLM2 tokenizer not available: {exc}")
-    path = tmp_path_factory.mktemp("tiny-llm")
-    tok = AutoTokenizer.from_pretrained(src.path, gguf_file=src.gguf_file)
-    tok.save_pretrained(path)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return path
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llm"))
 
 
 def _tiny_recipe(tiny_llm: Path, shared: Path, **kw) -> dict:

@@ -64,32 +64,9 @@ def test_bad_configs_fail_clearly():
 
 
 @pytest.fixture(scope="module")
-def tiny_base_llm(tmp_path_factory):
+def tiny_base_llm(tmp_path_factory, build_tiny_llama):
     """A randomly initialised 2-layer Llama with the SmolLM2 tokenizer and NO chat template (a base model)."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    try:
-        ref = resolve_model("packaged:smollm2-135m-instruct")
-    except BackendError as exc:
-        pytest.skip(f"packaged SmolLM2 tokenizer not available: {exc}")
-    path = tmp_path_factory.mktemp("tiny-base-llm")
-    tok = AutoTokenizer.from_pretrained(ref.path, gguf_file=ref.gguf_file)
-    tok.chat_template = None
-    tok.save_pretrained(path)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return path
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-base-llm"), chat_template=False)
 
 
 def test_raw_prompts_serve_a_base_model_without_chat_template(tiny_base_llm):
