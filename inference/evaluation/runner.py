@@ -195,46 +195,33 @@ def prepare_instances(
         instances = instances[: opts.limit]
     if not instances:
         raise DataError(f"no {opts.dataset} instances left (split={opts.split}, limit={opts.limit})")
-    rows = []
+    selected: list[tuple[EvalInstance, list[Chunk], list[dict], list[Chunk]]] = []
     if opts.index is not None:  # one shared retrieval over the index, done once for every system
         from ..retrieval import build_retriever
 
         retriever = build_retriever(opts.index, cfg)
         found = retriever.search_batch([i.question for i in instances], 2 * cfg.k)
         for inst, got in zip(instances, found):
-            chunks, extra = got[: cfg.k], got[cfg.k :]
-            labels = [{"type": None, "answer": None} for _ in chunks]
-            rows.append(
-                {
-                    "instance": inst.to_dict(),
-                    "chunks": [c.to_dict() for c in chunks],
-                    "labels": labels,
-                    "extra_chunks": [c.to_dict() for c in extra],
-                }
+            chunks = list(got[: cfg.k])
+            selected.append(
+                (inst, chunks, [{"type": None, "answer": None} for _ in chunks], list(got[cfg.k :]))
             )
-        write_jsonl(path, rows)
-        return rows
-    embedder = embedder_factory() if embedder_factory is not None else None
-    for inst in instances:
-        chunks, labels = select_chunks(
-            inst, cfg.k, embedder, cfg.retrieval.chunk_tokens, cfg.retrieval.chunk_overlap
-        )
-        extra = select_extra_chunks(
-            inst,
-            [c.id for c in chunks],
-            cfg.k,
-            embedder,
-            cfg.retrieval.chunk_tokens,
-            cfg.retrieval.chunk_overlap,
-        )
-        rows.append(
-            {
-                "instance": inst.to_dict(),
-                "chunks": [c.to_dict() for c in chunks],
-                "labels": labels,
-                "extra_chunks": [c.to_dict() for c in extra],
-            }
-        )
+    else:
+        embedder = embedder_factory() if embedder_factory is not None else None
+        pieces = (cfg.retrieval.chunk_tokens, cfg.retrieval.chunk_overlap)
+        for inst in instances:
+            chunks, labels = select_chunks(inst, cfg.k, embedder, *pieces)
+            extra = select_extra_chunks(inst, [c.id for c in chunks], cfg.k, embedder, *pieces)
+            selected.append((inst, chunks, labels, extra))
+    rows = [
+        {
+            "instance": inst.to_dict(),
+            "chunks": [c.to_dict() for c in chunks],
+            "labels": labels,
+            "extra_chunks": [c.to_dict() for c in extra],
+        }
+        for inst, chunks, labels, extra in selected
+    ]
     write_jsonl(path, rows)
     return rows
 
