@@ -311,7 +311,6 @@ def refuse_rows(
             **row,
             "record": record,
             "scores": instance_scores(inst, response, min(max(conf[i], 0.0), 1.0)),
-            "route_correct": float(name == BEHAVIOUR_ROUTE.get(row["expected_behaviour"], "")),
         }
         key = (row["id"], response)
         if key in cache:
@@ -335,11 +334,9 @@ def _setting_metrics(
     per_seed = {}
     for seed, rs in _by_seed(rows).items():
         m = _seed_metrics(rs)
-        m["route_accuracy"] = sum(r.get("route_correct", 0.0) for r in rs) / len(rs) if rs else None
-        if "route_correct" not in rs[0]:  # generated rows (Naive RAG, the run's own answers)
-            m["route_accuracy"] = sum(
-                float(r["record"].get("route") == BEHAVIOUR_ROUTE.get(r["expected_behaviour"])) for r in rs
-            ) / len(rs)
+        m["route_accuracy"] = sum(
+            float(r["record"].get("route") == BEHAVIOUR_ROUTE.get(r["expected_behaviour"])) for r in rs
+        ) / len(rs)
         per_seed[seed] = m
     keys = [*TABLE_METRICS, *(f"route_{x}" for x in ROUTES), "n"]
     out: dict[str, Any] = {"mean_std": {k: _ms([per_seed[s].get(k) for s in per_seed]) for k in keys}}
