@@ -59,6 +59,7 @@ __all__ = [
     "SweepGrid",
     "SweepSetting",
     "evidence_batch",
+    "has_cached_evidence",
     "parse_lams",
     "parse_taus",
     "refuse_rows",
