@@ -564,7 +564,13 @@ def _plots(out_dir: Path, per_system: dict[str, list[dict]], metrics: dict[str, 
 
 
 # ------------------------------------------------------------------------------------------------ entry
-def _sweep(out_dir: Path, per_system: dict[str, list[dict]], reference: str | None) -> dict[str, Any] | None:
+def _sweep(
+    out_dir: Path,
+    run: dict,
+    instances: dict[str, dict],
+    per_system: dict[str, list[dict]],
+    reference: str | None,
+) -> dict[str, Any] | None:
     """Tables 9, 10, 12, the policy and prompt-vs-learned comparisons from the run's cached evidence
     (:func:`inference.evaluation.sweep.run_sweep`, default grid, written to ``OUT/sweep/``; no model call);
     ``None`` when no system of the run has cached evaluator evidence (no EvidentialRAG system)."""
@@ -572,7 +578,7 @@ def _sweep(out_dir: Path, per_system: dict[str, list[dict]], reference: str | No
 
     if not any(rows and has_cached_evidence(rows[0]["record"]) for rows in per_system.values()):
         return None
-    return run_sweep(out_dir, reference=reference)
+    return run_sweep(out_dir, reference=reference, loaded=(run, instances, per_system))
 
 
 def write_report(out_dir: Path, opts, run: dict[str, Any], judge_info: dict | None = None) -> dict[str, Any]:
@@ -624,7 +630,7 @@ def write_report(out_dir: Path, opts, run: dict[str, Any], judge_info: dict | No
     from training.io import atomic_write_text
 
     markdown = render_markdown(metrics, meta)
-    sweep = _sweep(out_dir, per_system, reference)
+    sweep = _sweep(out_dir, run, instances, per_system, reference)
     if sweep is not None:
         from .sweep import render_sweep_markdown
 

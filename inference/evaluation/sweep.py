@@ -379,6 +379,7 @@ def run_sweep(
     reference: str | None = None,
     out_dir: str | Path | None = None,
     write: bool = True,
+    loaded: tuple[dict, dict[str, dict], dict[str, list[dict]]] | None = None,
 ) -> dict[str, Any]:
     """Re-fuse the cached evaluator outputs of an evaluation run over a grid (no model call) and write
     ``OUT/sweep.json`` and ``OUT/sweep.md`` (``OUT`` = ``out_dir`` or ``RUN/sweep``).
@@ -389,14 +390,16 @@ def run_sweep(
         systems: Evidential systems to sweep; ``None`` = every system of the run with cached evidence.
         reference: System whose generated rows the p-values compare with; ``None`` = corrective, else naive.
         out_dir: Output folder; ``None`` = ``run_dir/sweep``.
-        write: Write the files (the report calls this with ``write=False`` and embeds the tables).
+        write: Write ``sweep.json`` and ``sweep.md``.
+        loaded: ``(run.json, instances.jsonl rows by id, rows by system)`` already in memory (the report's),
+            instead of reading them again from ``run_dir``.
     """
     from .judges import build_judge
     from .report import _validity
 
     run_dir = Path(run_dir)
     grid = grid or SweepGrid()
-    run, raw, per_system = _load_run(run_dir)
+    run, raw, per_system = loaded if loaded is not None else _load_run(run_dir)
     instances = {
         i: (EvalInstance.from_dict(p["instance"]), [Chunk(**c) for c in p["chunks"]]) for i, p in raw.items()
     }

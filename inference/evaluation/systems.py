@@ -31,6 +31,7 @@ from ..types import Chunk
 
 __all__ = [
     "SYSTEMS",
+    "BaselineSystem",
     "CorrectiveSystem",
     "EvidentialDecomposedSystem",
     "EvidentialLearnedSystem",
@@ -195,8 +196,34 @@ class EvidentialDecomposedSystem(EvidentialSystem):
     fusion_overrides = {"policy": "decomposed"}
 
 
+class BaselineSystem:
+    """What the baseline systems share: a baseline object ``self.rag`` (``config`` + ``ask_batch``) on the
+    shared generator backend; subclasses build it and add their own ``describe`` details."""
+
+    name = "baseline"
+
+    def set_seed(self, seed: int) -> None:
+        self.rag.config = _with_seed(self.rag.config, seed)
+
+    def answer_batch(
+        self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk]], **kwargs
+    ) -> list[dict]:
+        return self.rag.ask_batch(questions, chunks, **kwargs)
+
+    def details(self) -> dict[str, Any]:
+        """The baseline's own settings for :meth:`describe`."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "generator": "llm",
+            "generator_model": self.rag.config.generator.backend.model,
+            **self.details(),
+        }
+
+
 @SYSTEMS.register("naive")
-class NaiveSystem:
+class NaiveSystem(BaselineSystem):
     """Naive RAG (:class:`~inference.baselines.NaiveRAG`): the k chunks in one prompt, no evaluator."""
 
     name = "naive"
@@ -206,18 +233,9 @@ class NaiveSystem:
 
         self.rag = NaiveRAG(config, backend=shared.generator_backend)
 
-    def set_seed(self, seed: int) -> None:
-        self.rag.config = _with_seed(self.rag.config, seed)
-
-    def answer_batch(self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk]]) -> list[dict]:
-        return self.rag.ask_batch(questions, chunks)
-
-    def describe(self) -> dict[str, Any]:
-        return {"generator": "llm", "generator_model": self.rag.config.generator.backend.model}
-
 
 @SYSTEMS.register("corrective")
-class CorrectiveSystem:
+class CorrectiveSystem(BaselineSystem):
     """Corrective RAG (:class:`~inference.baselines.CorrectiveRAG`; settings ``baselines.corrective``): the
     retrieval evaluator (the learned evaluator's relevance by default, shared with EvidentialRAG) picks
     correct / ambiguous / incorrect; the incorrect branch's web search is replaced by expanded retrieval
@@ -235,28 +253,16 @@ class CorrectiveSystem:
             config, backend=shared.generator_backend, evaluator=evaluator, corrective=settings
         )
 
-    def set_seed(self, seed: int) -> None:
-        self.rag.config = _with_seed(self.rag.config, seed)
-
-    def answer_batch(
-        self,
-        questions: Sequence[str],
-        chunks: Sequence[Sequence[Chunk]],
-        extra_chunks: Sequence[Sequence[Chunk]] | None = None,
-    ) -> list[dict]:
-        return self.rag.ask_batch(questions, chunks, extra_chunks=extra_chunks)
-
-    def describe(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
+        c = self.rag.corrective
         return {
-            "generator": "llm",
-            "generator_model": self.rag.config.generator.backend.model,
-            "retrieval_evaluator": self.rag.corrective.retrieval_evaluator,
-            "thresholds": {"upper": self.rag.corrective.upper, "lower": self.rag.corrective.lower},
+            "retrieval_evaluator": c.retrieval_evaluator,
+            "thresholds": {"upper": c.upper, "lower": c.lower},
         }
 
 
 @SYSTEMS.register("selfrag")
-class SelfRAGSystem:
+class SelfRAGSystem(BaselineSystem):
     """Self-RAG (:class:`~inference.baselines.SelfRAG`; settings ``baselines.selfrag``): the prompted-reflection
     reimplementation on the shared generator by default, or the released checkpoint's reflection tokens
     (``baselines.selfrag.mode: checkpoint`` with ``generator.backend.model: selfrag/selfrag_llama2_7b``)."""
@@ -268,18 +274,8 @@ class SelfRAGSystem:
 
         self.rag = SelfRAG(config, backend=shared.generator_backend, selfrag=config.baselines.selfrag)
 
-    def set_seed(self, seed: int) -> None:
-        self.rag.config = _with_seed(self.rag.config, seed)
-
-    def answer_batch(self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk]]) -> list[dict]:
-        return self.rag.ask_batch(questions, chunks)
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "generator": "llm",
-            "generator_model": self.rag.config.generator.backend.model,
-            "mode": self.rag.selfrag.mode,
-        }
+    def details(self) -> dict[str, Any]:
+        return {"mode": self.rag.selfrag.mode}
 
 
 def build_systems(
