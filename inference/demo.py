@@ -32,6 +32,7 @@ __all__ = [
     "summarize",
     "summarize_by_kind",
     "summarize_pipeline",
+    "written_by",
 ]
 
 KINDS = ("agree", "ambiguous", "misinformation")
@@ -228,11 +229,22 @@ def run_pipeline_demo(
     summary["index"] = {"chunks": meta.get("chunks"), "embedder": meta.get("embedder")}
     summary["evaluator"] = cfg.evaluator.name
     summary["generator"] = cfg.generator.name
+    summary["written_by"] = written_by(rows)
     write_jsonl(out / "records.jsonl", rows)
     write_json(out / "summary.json", summary)
     write_run(out, cfg, summary["data"], "pipeline")
     summary["records"] = rows
     return summary
+
+
+def written_by(rows: list[dict]) -> dict[str, int]:
+    """How many responses each generator wrote: ``llm``, ``template``, and ``template (LLM fallback)`` for
+    LLM texts that failed their check and were replaced by the template."""
+    counts: Counter[str] = Counter()
+    for r in rows:
+        gen = r.get("generation") or {}
+        counts["template (LLM fallback)" if gen.get("fallback") else str(gen.get("generator"))] += 1
+    return dict(counts)
 
 
 def summarize_pipeline(rows: list[dict]) -> dict:

