@@ -8,6 +8,7 @@ repeatable ``--set key=value`` overrides; explicit flags override both.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import evidential
@@ -61,6 +63,20 @@ def main(
     ] = False,
 ) -> None:
     """EvidentialRAG command line."""
+    _quiet_libraries()
+
+
+# third-party packages whose deprecation notices and weight-loading bars say nothing to a user of the CLI
+_QUIET_MODULES = r"(transformers|peft|trl|accelerate|torch|sentence_transformers|datasets|huggingface_hub)(\.|$)"
+
+
+def _quiet_libraries() -> None:
+    """Silence what libraries print that a CLI user cannot act on: their Future/DeprecationWarnings and
+    Hugging Face's "Loading weights" bars (``HF_HUB_DISABLE_PROGRESS_BARS=0`` brings the bars back).
+    Warnings raised by this project's own code still show."""
+    for category in (FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category, module=_QUIET_MODULES)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def _load(config: str | None, overrides: list[str] | None, extra: list[str]) -> RunConfig:
@@ -344,9 +360,10 @@ def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, out
         mark = "✓" if r["selected_is_gold"] else "✗"
         sources = ", ".join(r["cited_chunk_ids"]) or "-"
         console.print(
-            f"[bold]{n:>2}. {r['question']}[/]\n    route {r['route']:<8} U {r['uncertainty']:.3f}  "
-            f"answer: {r['answer']!s} {mark} (gold: {'; '.join(r['gold_answers'])})\n"
-            f"    sources: {sources}\n    response ({_written_by(r)}): {r['response'][:240]}",
+            f"[bold]{n:>2}. {escape(r['question'])}[/]\n    route {r['route']:<8} U {r['uncertainty']:.3f}  "
+            f"answer: {escape(str(r['answer']))} {mark} (gold: {escape('; '.join(r['gold_answers']))})\n"
+            f"    sources: {escape(sources)}\n"
+            f"    response ({escape(_written_by(r))}): {escape(r['response'][:240])}",
             highlight=False,
         )
     fc = cfg.fusion
@@ -383,19 +400,22 @@ def _print_record(record: dict, question: str) -> None:
         t.add_row(
             c["chunk_id"],
             c["stance"],
-            str(c["claim"]),
+            escape(str(c["claim"])),
             ", ".join(f"{v:g}" for v in c["evidence"].values()) or "0",
             status,
         )
     console.print(t)
     for c in record["claims"]:
-        console.print(f"  m({c['text']}) = {c['mass']:.3f}  [{', '.join(c['chunk_ids'])}]", highlight=False)
+        console.print(
+            f"  m({escape(c['text'])}) = {c['mass']:.3f}  {escape('[' + ', '.join(c['chunk_ids']) + ']')}",
+            highlight=False,
+        )
     console.print(
         f"U_global = {record['uncertainty']:.3f} (ignorance {record['ignorance']:.3f} + conflict {record['conflict']:.3f}); "
         f"K̄ = {record['mean_pairwise_conflict']:.3f}; route: [bold]{record['route']}[/]",
         highlight=False,
     )
-    console.print(f"[bold]answer:[/] {record['response']}", highlight=False)
+    console.print(f"[bold]answer:[/] {escape(record['response'])}", highlight=False)
     reranker = (record.get("retrieval") or {}).get("reranker")
     console.print(
         f"{record['logical_decisions']} logical decisions, {record['batched_passes']} batched pass(es); "

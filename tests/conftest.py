@@ -21,6 +21,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one torch thread per pytest-xdist worker: `dev.py test` runs one worker per core, and torch's own
+    # threads on top of that would only compete for the same cores
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
@@ -107,12 +112,13 @@ def _build_tiny_llama(path: Path, chat_template: bool = True) -> Path:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from inference.backends import BackendError, resolve_model
+    from training.gguf_cache import dequantized_gguf
 
     try:
         ref = resolve_model("packaged:smollm2-135m-instruct")
     except BackendError as exc:
         pytest.skip(f"packaged SmolLM2 tokenizer not available: {exc}")
-    tok = AutoTokenizer.from_pretrained(ref.path, gguf_file=ref.gguf_file)
+    tok = AutoTokenizer.from_pretrained(dequantized_gguf(ref.path, ref.gguf_file))
     if not chat_template:
         tok.chat_template = None
     tok.save_pretrained(path)

@@ -35,6 +35,7 @@ from typing import Any
 from evidential.errors import ConfigError
 
 from .checkpoint import atomic_dir
+from .gguf_cache import dequantized_gguf
 from .config import DataSourceConfig
 from .configio import apply_overrides, build_dataclass, read_yaml_mapping
 from .data import AnnotatedChunk, split_by_question
@@ -481,10 +482,15 @@ def build_sft_trainer(
         keep = sorted(random.Random(config.seed).sample(range(len(train_rows)), config.max_train_examples))
         train_rows = [train_rows[i] for i in keep]
 
-    gguf = {"gguf_file": model_source.gguf_file} if model_source.gguf_file else {}
-    tok_path = config.tokenizer or model_source.path
+    # a GGUF file is dequantized once into a cached transformers folder, loaded like any other
+    model_path = (
+        dequantized_gguf(model_source.path, model_source.gguf_file)
+        if model_source.gguf_file
+        else model_source.path
+    )
+    tok_path = config.tokenizer or model_path
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tok_path, **({} if config.tokenizer else gguf))
+        tokenizer = AutoTokenizer.from_pretrained(tok_path)
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"could not load the tokenizer of {tok_path!r}: {str(exc).splitlines()[0]} "
@@ -509,19 +515,11 @@ def build_sft_trainer(
     use_cpu = config.device == "cpu" or not torch.cuda.is_available()
     dtype = _resolve_dtype(torch, config.dtype, "cpu" if use_cpu else "cuda")
     try:
-        model = AutoModelForCausalLM.from_pretrained(model_source.path, dtype=dtype, **gguf)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise ConfigError(
-            f"could not load model {config.model!r} ({model_source.path}): {str(exc).splitlines()[0]}"
+            f"could not load model {config.model!r} ({model_path}): {str(exc).splitlines()[0]}"
         ) from None
-    if model_source.gguf_file:
-        # GGUF weights are dequantized to `dtype` on load; only transformers' "quantized" marker remains, and
-        # the Trainer refuses to train a model carrying it
-        quantizer = getattr(model, "hf_quantizer", None)
-        if quantizer is not None:
-            quantizer.remove_quantization_config(model)
-        if getattr(model.config, "_is_quantized", False):
-            model.config._is_quantized = False
     lora = LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,

@@ -176,3 +176,38 @@ def test_pipeline_demo_on_the_shipped_sample(tmp_path):
     assert summary["by_kind"]["all"]["own_documents_at_k"] >= 2
     run = json.loads((out_dir / "run.json").read_text())
     assert run["mode"] == "pipeline" and run["config"]["evaluator"]["name"] == "learned"
+
+
+def _commands(group, prefix=()):
+    """Every command path of a click group: ``("demo",)``, ``("audit", "export")``, ..."""
+    for name, cmd in group.commands.items():
+        yield (*prefix, name)
+        if hasattr(cmd, "commands"):  # a group
+            yield from _commands(cmd, (*prefix, name))
+
+
+def test_every_help_is_legible_at_80_columns():
+    import typer.main
+
+    paths = [(), *_commands(typer.main.get_command(app))]
+    assert ("demo",) in paths and ("evaluate",) in paths and ("audit", "export") in paths
+    for path in paths:
+        r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert r.exit_code == 0, (path, r.output)
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith("Usage: evidential-rag"), (path, lines[0])
+        too_long = [line for line in lines if len(line) > 80]
+        assert not too_long, (path, too_long)
+        assert "…" not in r.stdout  # nothing cut short
+
+
+def test_demo_says_which_generator_wrote_each_answer(tmp_path):
+    out_dir = tmp_path / "demo"
+    r = runner.invoke(app, ["demo", "--limit", "2", "--output", str(out_dir)])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.count("response (template): ") == 2 and "responses written by: template 2" in r.stdout
+    assert "[sources: " in r.stdout  # the template's citation is printed, not taken for markup
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["generator"] == "template" and summary["written_by"] == {"template": 2}
+    r = runner.invoke(app, ["demo", "--limit", "1", "--output", str(out_dir), "--generator", "gpt"])
+    assert r.exit_code == 2 and "--generator must be one of template, llm" in r.stderr
