@@ -102,7 +102,14 @@ def lock_problem(pyproject: Path = ROOT / "pyproject.toml", lock: Path = LOCK) -
 
 
 def pip_cmd(python: Path) -> list:
-    return [python, "-m", "pip", "install", "--disable-pip-version-check", *shlex.split(os.environ.get("PIP_ARGS", ""))]
+    return [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        *shlex.split(os.environ.get("PIP_ARGS", "")),
+    ]
 
 
 def build_env() -> dict[str, str]:
@@ -183,8 +190,10 @@ def main(argv: list[str]) -> int:
     ensure_env(LOCKED_EXTRAS)
     if cmd == "bench":
         return run([PY, ROOT / "bench" / "fusion.py", *rest], cwd=ROOT, env=env)
-    # two worker processes (the CI machine's two cores) unless the caller chose; the 15 slowest tests shown
-    workers = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest) else ["-n", "2"]
+    # two worker processes (the CI machine's two cores) unless the caller chose, stealing work from each other
+    # (test durations range from milliseconds to a minute); the 15 slowest tests shown
+    chose = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest)
+    workers = [] if chose else ["-n", "2", "--dist", "worksteal"]
     code = run([PY, "-m", "pytest", *workers, "--durations=15", *rest], cwd=ROOT, env=env)
     if code == 5:
         print("pytest collected no tests: that is a failure here, not a pass", file=sys.stderr)

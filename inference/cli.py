@@ -41,7 +41,9 @@ ConfigOpt = Annotated[
 ]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", metavar="KEY=VALUE", help="Override a config field, e.g. --set fusion.lam=0.5 (repeatable)."),
+    typer.Option(
+        "--set", metavar="KEY=VALUE", help="Override a config field, e.g. --set fusion.lam=0.5 (repeatable)."
+    ),
 ]
 
 
@@ -67,7 +69,9 @@ def main(
 
 
 # third-party packages whose deprecation notices and weight-loading bars say nothing to a user of the CLI
-_QUIET_MODULES = r"(transformers|peft|trl|accelerate|torch|sentence_transformers|datasets|huggingface_hub)(\.|$)"
+_QUIET_MODULES = (
+    r"(transformers|peft|trl|accelerate|torch|sentence_transformers|datasets|huggingface_hub)(\.|$)"
+)
 
 
 def _quiet_libraries() -> None:

@@ -58,7 +58,11 @@ def test_hash_follows_dependencies_not_tool_settings(tmp_path):
     base = dev.dependency_hash(path)
     path.write_text(PYPROJECT.replace('"-ra"', '"-ra -q"').replace("# a comment", ""), encoding="utf-8")
     assert dev.dependency_hash(path) == base  # tool settings and comments do not call for a new lock
-    for old, new in [("torch>=2.4", "torch>=2.5"), ("pytest>=8", "pytest>=9"), ("setuptools>=69", "setuptools")]:
+    for old, new in [
+        ("torch>=2.4", "torch>=2.5"),
+        ("pytest>=8", "pytest>=9"),
+        ("setuptools>=69", "setuptools"),
+    ]:
         path.write_text(PYPROJECT.replace(old, new), encoding="utf-8")
         assert dev.dependency_hash(path) != base, (old, new)
 
@@ -84,6 +88,12 @@ def test_installed_versions_are_the_locked_ones():
     for dist in metadata.distributions():
         installed[dist.metadata["Name"].lower().replace("_", "-")] = dist.version
     if installed.get("llama-cpp-python") is None:
-        pytest.skip("not the locked test environment (llama-cpp-python is missing): run `python3 dev.py test`")
-    wrong = {name: (version, installed[name]) for name, version in pins.items() if installed.get(name, version) != version}
+        pytest.skip(
+            "not the locked test environment (llama-cpp-python is missing): run `python3 dev.py test`"
+        )
+    wrong = {
+        name: (version, installed[name])
+        for name, version in pins.items()
+        if installed.get(name, version) != version
+    }
     assert not wrong, f"installed versions differ from requirements-lock.txt (locked, installed): {wrong}"

@@ -35,10 +35,10 @@ from typing import Any
 from evidential.errors import ConfigError
 
 from .checkpoint import atomic_dir
-from .gguf_cache import dequantized_gguf
 from .config import DataSourceConfig
 from .configio import apply_overrides, build_dataclass, read_yaml_mapping
 from .data import AnnotatedChunk, split_by_question
+from .gguf_cache import dequantized_gguf
 from .io import rounded, write_json
 
 __all__ = [

@@ -145,6 +145,26 @@ def select_chunks(
     return chunks, [lab for _, lab in pieces]
 
 
+class _OnceEmbedder:
+    """An embedder that encodes each distinct document text once and reuses the vector afterwards."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self.tokenizer = embedder.tokenizer
+        self._documents: dict[str, np.ndarray] = {}
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embedder.encode_queries(texts)
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._documents]
+        if missing:
+            self._documents.update(zip(missing, self.embedder.encode_documents(missing)))
+        if not texts:
+            return self.embedder.encode_documents([])
+        return np.stack([self._documents[t] for t in texts])
+
+
 def select_extra_chunks(
     instance: EvalInstance,
     taken: Sequence[str],
@@ -188,7 +208,9 @@ def prepare_instances(
             f"no data path for dataset {opts.dataset!r}: pass --data FILE|FOLDER|hf:NAME "
             "(../shared/data is not present here)"
         )
-    instances = load_eval_dataset(opts.dataset, data, **opts.options)
+    # without a split filter the loader stops after `limit` records (CRAG's pages are parsed only for those)
+    early = opts.limit if opts.split == "all" else None
+    instances = load_eval_dataset(opts.dataset, data, limit=early, **opts.options)
     if opts.split != "all":
         instances = [i for i in instances if i.split == opts.split]
     if opts.limit is not None:
@@ -210,8 +232,10 @@ def prepare_instances(
         embedder = embedder_factory() if embedder_factory is not None else None
         pieces = (cfg.retrieval.chunk_tokens, cfg.retrieval.chunk_overlap)
         for inst in instances:
-            chunks, labels = select_chunks(inst, cfg.k, embedder, *pieces)
-            extra = select_extra_chunks(inst, [c.id for c in chunks], cfg.k, embedder, *pieces)
+            # both selections rank the same pieces: embed each piece once per instance
+            memo = _OnceEmbedder(embedder) if embedder is not None else None
+            chunks, labels = select_chunks(inst, cfg.k, memo, *pieces)
+            extra = select_extra_chunks(inst, [c.id for c in chunks], cfg.k, memo, *pieces)
             selected.append((inst, chunks, labels, extra))
     rows = [
         {

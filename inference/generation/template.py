@@ -38,7 +38,8 @@ def template_response(route_name: str, claims: Sequence[Mapping[str, Any]], answ
         answer: The selected claim's text (Eq 27), or ``None``.
 
     A direct route without a selected claim, or a conflict route without a claim of positive mass, has
-    nothing to present and renders the abstention. Ties in mass keep the claims' frame order.
+    nothing to present and renders the abstention. Ties in mass keep the claims' frame order. A claim no
+    chunk supports (mass from alignment alone) is listed with its mass and without a sources part.
     """
     ranked = ranked_claims(claims)
     if route_name == "direct" and answer is not None:
@@ -46,7 +47,11 @@ def template_response(route_name: str, claims: Sequence[Mapping[str, Any]], answ
         if top is not None:
             return f"{answer} [sources: {', '.join(top['chunk_ids'])}]"
     if route_name == "conflict" and ranked:
-        parts = [f"{c['text']} (mass {c['mass']:.2f}; sources: {', '.join(c['chunk_ids'])})" for c in ranked]
+        parts = [
+            f"{c['text']} (mass {c['mass']:.2f}"
+            + (f"; sources: {', '.join(c['chunk_ids'])})" if c["chunk_ids"] else ")")
+            for c in ranked
+        ]
         return "The sources disagree; competing answers: " + "; ".join(parts) + "."
     return ABSTAIN_TEXT
 

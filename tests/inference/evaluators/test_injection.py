@@ -22,8 +22,8 @@ def adversarial():
         if rec["wrong_answers"]:
             doc = rec["documents"][0]
             target = rec["wrong_answers"][0]
-            items.append((rec["question"], doc["text"][:1200], target))
-        if len(items) == 5:
+            items.append((rec["question"], doc["text"][:600], target))
+        if len(items) == 3:
             break
     return items
 

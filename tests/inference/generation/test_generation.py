@@ -215,6 +215,8 @@ def test_template_skips_zero_mass_claims_and_is_the_answer_modules_template():
     )
     assert template_response("direct", claims, "C") == "C [sources: c2, c3]"
     assert template_response("direct", claims, "not in frame") == ABSTAIN_TEXT
+    claims.append(claim("a4", "D", 0.1, []))  # mass, but no chunk supports it: no empty sources part
+    assert template_response("conflict", claims, "C").endswith("A (mass 0.20; sources: c1); D (mass 0.10).")
 
 
 # --- post-check and fallback on a scripted backend -----------------------------------------------------
