@@ -160,8 +160,8 @@ def lock(args: list[str]) -> int:
         *(f"--extra={e}" for e in LOCKED_EXTRAS),
         "--output-file", LOCK.name,
         "--strip-extras", "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host",
-        # torch is installed first from TORCH_SPEC (CPU or CUDA build); pip and setuptools come with the venv
-        "--unsafe-package", "torch", "--unsafe-package", "pip", "--unsafe-package", "setuptools",
+        # torch is installed first from TORCH_SPEC (CPU or CUDA build); pip comes with the venv
+        "--unsafe-package", "torch", "--unsafe-package", "pip",
         "--resolver", "backtracking", "--quiet",
         *args,
     ]  # fmt: skip

@@ -350,24 +350,20 @@ def _print_kind_table(title: str, summary: dict, columns: list[tuple[str, str, s
     console.print(t)
 
 
-def _written_by(record: dict) -> str:
-    """Which generator wrote a record's response: ``template``, ``llm``, or the template standing in for an
-    LLM text that failed its check (with the reason)."""
-    gen = record.get("generation") or {}
-    if gen.get("fallback"):
-        return f"template; the LLM text failed: {gen.get('fallback_reason')}"
-    return str(gen.get("generator", "?"))
-
-
 def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, output: Path) -> None:
+    from .demo import response_writer
+
     for n, r in enumerate(records, 1):
+        writer = response_writer(r)
+        if (r.get("generation") or {}).get("fallback"):
+            writer += f": {r['generation']['fallback_reason']}"
         mark = "✓" if r["selected_is_gold"] else "✗"
         sources = ", ".join(r["cited_chunk_ids"]) or "-"
         console.print(
             f"[bold]{n:>2}. {escape(r['question'])}[/]\n    route {r['route']:<8} U {r['uncertainty']:.3f}  "
             f"answer: {escape(str(r['answer']))} {mark} (gold: {escape('; '.join(r['gold_answers']))})\n"
             f"    sources: {escape(sources)}\n"
-            f"    response ({escape(_written_by(r))}): {escape(r['response'][:240])}",
+            f"    response ({escape(writer)}): {escape(r['response'][:240])}",
             highlight=False,
         )
     fc = cfg.fusion

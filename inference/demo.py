@@ -27,6 +27,7 @@ from .ramdocs import SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer
 
 __all__ = [
     "KINDS",
+    "response_writer",
     "run_demo",
     "run_pipeline_demo",
     "summarize",
@@ -237,14 +238,16 @@ def run_pipeline_demo(
     return summary
 
 
+def response_writer(record: dict) -> str:
+    """Who wrote a record's response: ``llm``, ``template``, or ``template (LLM fallback)`` for an LLM text
+    that failed its check and was replaced by the template."""
+    gen = record.get("generation") or {}
+    return "template (LLM fallback)" if gen.get("fallback") else str(gen.get("generator"))
+
+
 def written_by(rows: list[dict]) -> dict[str, int]:
-    """How many responses each generator wrote: ``llm``, ``template``, and ``template (LLM fallback)`` for
-    LLM texts that failed their check and were replaced by the template."""
-    counts: Counter[str] = Counter()
-    for r in rows:
-        gen = r.get("generation") or {}
-        counts["template (LLM fallback)" if gen.get("fallback") else str(gen.get("generator"))] += 1
-    return dict(counts)
+    """How many responses each writer (:func:`response_writer`) wrote."""
+    return dict(Counter(response_writer(r) for r in rows))
 
 
 def summarize_pipeline(rows: list[dict]) -> dict:

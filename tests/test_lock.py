@@ -85,8 +85,11 @@ def test_installed_versions_are_the_locked_ones():
     assert {"transformers", "peft", "llama-cpp-python", "pytest", "pytest-xdist"} <= set(pins)
     assert "torch" not in pins  # installed first from TORCH_SPEC (the CPU build by default)
     installed = {}
-    for dist in metadata.distributions():
-        installed[dist.metadata["Name"].lower().replace("_", "-")] = dist.version
+    for name in pins:  # the distribution import finds first (not vendored copies further down sys.path)
+        try:
+            installed[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
     if installed.get("llama-cpp-python") is None:
         pytest.skip(
             "not the locked test environment (llama-cpp-python is missing): run `python3 dev.py test`"
