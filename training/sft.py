@@ -482,14 +482,13 @@ def build_sft_trainer(
         keep = sorted(random.Random(config.seed).sample(range(len(train_rows)), config.max_train_examples))
         train_rows = [train_rows[i] for i in keep]
 
-    # a GGUF file is dequantized once into a cached transformers folder, loaded like any other
-    model_path = (
-        dequantized_gguf(model_source.path, model_source.gguf_file)
-        if model_source.gguf_file
-        else model_source.path
-    )
-    tok_path = config.tokenizer or model_path
+    model_path, tok_path = model_source.path, config.tokenizer or model_source.path
     try:
+        if (
+            model_source.gguf_file
+        ):  # dequantized once into a cached transformers folder, loaded like any other
+            model_path = str(dequantized_gguf(model_source.path, model_source.gguf_file))
+            tok_path = config.tokenizer or model_path
         tokenizer = AutoTokenizer.from_pretrained(tok_path)
     except (OSError, ValueError) as exc:
         raise ConfigError(
