@@ -86,6 +86,16 @@ def recorded_hash(lock: Path = LOCK) -> str | None:
     return None
 
 
+def locked_pins(lock: Path = LOCK) -> dict[str, str]:
+    """``{normalized package name: version}`` of every ``name==version`` line of the lock."""
+    pins = {}
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", line)
+        if m:
+            pins[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return pins
+
+
 def lock_problem(pyproject: Path = ROOT / "pyproject.toml", lock: Path = LOCK) -> str | None:
     """Why the lock does not match pyproject.toml (a message saying what to run), or None when it does."""
     if not lock.is_file():
@@ -156,11 +166,7 @@ def ensure_env(extras: tuple[str, ...]) -> None:
 
 def _start_llama_build(wheels: Path) -> subprocess.Popen | None:
     """Start ``pip wheel`` for the locked llama-cpp-python into ``wheels``; None when it is installed already."""
-    version = next(
-        (line.split("==", 1)[1].split()[0] for line in LOCK.read_text(encoding="utf-8").splitlines()
-         if line.startswith("llama-cpp-python==")),
-        None,
-    )  # fmt: skip
+    version = locked_pins().get("llama-cpp-python")
     if version is None:
         return None
     probe = [

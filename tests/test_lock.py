@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import re
 from importlib import metadata
 from pathlib import Path
 
@@ -39,15 +38,6 @@ addopts = "-ra"
 """
 
 
-def _pins(lock: Path) -> dict[str, str]:
-    pins = {}
-    for line in lock.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", line)
-        if m:
-            pins[m.group(1).lower().replace("_", "-")] = m.group(2)
-    return pins
-
-
 def test_lock_matches_pyproject():
     assert dev.lock_problem() is None, dev.lock_problem()
 
@@ -81,7 +71,7 @@ def test_stale_or_missing_lock_is_refused_with_the_command_to_run(tmp_path):
 
 
 def test_installed_versions_are_the_locked_ones():
-    pins = _pins(dev.LOCK)
+    pins = dev.locked_pins()
     assert {"transformers", "peft", "llama-cpp-python", "pytest", "pytest-xdist"} <= set(pins)
     assert "torch" not in pins  # installed first from TORCH_SPEC (the CPU build by default)
     installed = {}
