@@ -30,8 +30,8 @@ from inference.evaluators import build_evaluator  # noqa: E402
 from inference.evaluators.config import EvaluatorConfig  # noqa: E402
 from inference.io import write_json  # noqa: E402
 from inference.types import Chunk  # noqa: E402
-from training.config import load_train_config  # noqa: E402
-from training.trainer import EvidentialTrainer, score_outcomes  # noqa: E402
+from training.trainer.config import load_train_config  # noqa: E402
+from training.trainer.trainer import EvidentialTrainer, score_outcomes  # noqa: E402
 
 
 def run(evaluator, examples, batch: int):

@@ -22,12 +22,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from inference.backends import load_backend  # noqa: E402
-from inference.baselines import NaiveRAG  # noqa: E402
 from inference.config import load_config  # noqa: E402
 from inference.evaluators import PromptEvaluator, build_evaluator, make_aligner  # noqa: E402
 from inference.generation import build_generator  # noqa: E402
 from inference.io import write_json, write_jsonl  # noqa: E402
-from inference.pipeline import EvidentialRAG  # noqa: E402
+from inference.rag import NaiveRAG  # noqa: E402
+from inference.rag.evidential import EvidentialRAG  # noqa: E402
 from inference.ramdocs import SAMPLE_PATH, load_ramdocs  # noqa: E402
 from inference.retrieval import build_index, build_retriever  # noqa: E402
 

@@ -29,7 +29,7 @@ from inference.backends import BackendConfig, GenerationConfig, load_backend  # 
 from inference.cli_sft import resolve_sft_model, sft_contract  # noqa: E402
 from inference.evaluators import PromptEvaluator  # noqa: E402
 from inference.types import Chunk  # noqa: E402
-from training.sft import (  # noqa: E402
+from training.sft.recipe import (  # noqa: E402
     ADAPTER_DIR,
     CARD_FILE,
     load_sft_config,
@@ -37,7 +37,7 @@ from training.sft import (  # noqa: E402
     split_sft_rows,
     train_prompt_evaluator,
 )
-from training.text import normalize_text  # noqa: E402
+from training.utils.text import normalize_text  # noqa: E402
 
 
 def pick(rows, n: int, seed: int = 0):

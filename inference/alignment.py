@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
-from training.text import PUNCT as _PUNCT
-from training.text import normalize_text
+from training.utils.text import PUNCT as _PUNCT
+from training.utils.text import normalize_text
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -690,7 +690,10 @@ def minilm_similarity(
     Raises:
         AlignmentError: The packaged model is requested but not installed (raised here, not on first use).
     """
-    from .backends.models import BackendError, resolve_sentence_transformer  # the shared offline locator
+    from inference.backends.models import (  # the shared offline locator
+        BackendError,
+        resolve_sentence_transformer,
+    )
 
     try:  # the packaged copy for None / the MiniLM hub ids (the hub id itself where it is not installed)
         path = resolve_sentence_transformer(model_name_or_path)

@@ -13,11 +13,10 @@ import time
 from typing import Any
 
 from evidential import FusionConfig, fuse, opinions_from_evidence, route
-
-from .evaluators.base import EvaluationResult
-from .generation.base import GenerationInput, cited_chunk_ids
-from .generation.template import template_response
-from .io import rounded
+from inference.evaluators.base import EvaluationResult
+from inference.generation.base import GenerationInput, cited_chunk_ids
+from inference.generation.template import template_response
+from inference.io import rounded
 
 __all__ = ["answer_record", "template_response"]
 

@@ -1,7 +1,7 @@
 """Loading a calibration file at inference (``--calibration FILE`` on ``ask``, ``batch``, ``serve``; the
 ``calibration`` field of the run config).
 
-A calibration (:class:`training.calibration.Calibration`, written by ``evidential-rag calibrate``) belongs
+A calibration (:class:`training.calibration.fit.Calibration`, written by ``evidential-rag calibrate``) belongs
 to ONE evaluator: the learned evaluator's checkpoint *content* (a sha256 fingerprint of its adapter, heads
 and config files — a copied checkpoint still matches, a retrained one does not) or the prompt evaluator's
 backend, model and contract version. :func:`load_calibration` refuses a file fitted for another evaluator,
@@ -16,14 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from training.calibration import (
+from inference.config import RunConfig
+from training.calibration.fit import (
     Calibration,
     CalibrationError,
     checkpoint_fingerprint,
     describe_identity,
 )
-
-from .config import RunConfig
 
 __all__ = ["CalibrationError", "evaluator_identity", "load_calibration", "calibration_record"]
 
@@ -32,13 +31,13 @@ def evaluator_identity(config: RunConfig) -> dict[str, Any]:
     """What a calibration of the configured evaluator is tied to (``name`` plus a ``fingerprint``).
 
     * ``learned``: ``checkpoint`` (the resolved folder) and ``fingerprint`` (its content, see
-      :func:`training.calibration.checkpoint_fingerprint`), ``encoder``;
+      :func:`training.calibration.fit.checkpoint_fingerprint`), ``encoder``;
     * ``prompt``: ``backend``, ``model``, ``gguf_file``, ``contract`` (prompt contract version),
       ``constrained``; ``fingerprint`` = sha256 of those.
     """
     ev = config.evaluator
     if ev.name == "learned":
-        from training.checkpoint import resolve_checkpoint
+        from training.learned.checkpoint import resolve_checkpoint
 
         ckpt = resolve_checkpoint(ev.resolved_checkpoint())
         info: dict[str, Any] = {"checkpoint": str(ckpt), "fingerprint": checkpoint_fingerprint(ckpt)}
@@ -49,7 +48,7 @@ def evaluator_identity(config: RunConfig) -> dict[str, Any]:
             info["encoder"] = None
         return {"name": "learned", **info}
     if ev.name == "prompt":
-        from .evaluators.contract import CONTRACT_VERSION
+        from inference.evaluators.contract import CONTRACT_VERSION
 
         info = {
             "backend": ev.backend.name,

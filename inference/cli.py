@@ -22,8 +22,7 @@ from rich.table import Table
 import evidential
 from evidential import ROUTES, fuse, opinions_from_evidence, route
 from evidential.errors import EvidentialError
-
-from .config import RunConfig, load_config, to_dict
+from inference.config import RunConfig, load_config, to_dict
 
 app = typer.Typer(
     name="evidential-rag",
@@ -287,8 +286,8 @@ def demo_cmd(
     answers, strict exact match). --generator llm lets the config's LLM write the answers. --oracle fuses
     label-derived evidence instead (what fusion does with a perfect stance evaluator).
     """
-    from .demo import run_demo, run_pipeline_demo
-    from .generation import GENERATORS
+    from inference.generation import GENERATORS
+    from inference.workflows.demo import run_demo, run_pipeline_demo
 
     if generator not in GENERATORS:
         _fail(f"--generator must be one of {', '.join(GENERATORS.names())}; got {generator!r}")
@@ -351,7 +350,7 @@ def _print_kind_table(title: str, summary: dict, columns: list[tuple[str, str, s
 
 
 def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, output: Path) -> None:
-    from .demo import response_writer
+    from inference.workflows.demo import response_writer
 
     for n, r in enumerate(records, 1):
         writer = response_writer(r)
@@ -426,7 +425,7 @@ def _print_record(record: dict, question: str) -> None:
 
 
 def _pipeline(cfg: RunConfig, index: Path | None):
-    from .pipeline import EvidentialRAG
+    from inference.rag.evidential import EvidentialRAG
 
     try:
         return EvidentialRAG(cfg, index)
@@ -488,7 +487,7 @@ def ask_cmd(
 
     Exit codes: 0 answered; 2 a user error (missing index or chunks file, bad config field, model not found).
     """
-    from .types import load_chunks
+    from inference.types import load_chunks
 
     if (chunks is None) == (index is None):
         _fail("give exactly one of --index DIR (retrieve) or --chunks FILE (chunks given)")
@@ -548,8 +547,8 @@ def batch_cmd(
     """
     from tqdm.auto import tqdm
 
-    from .io import iter_jsonl, write_jsonl
-    from .types import Chunk, DataError
+    from inference.io import iter_jsonl, write_jsonl
+    from inference.types import Chunk, DataError
 
     if (chunks_field is None) == (index is None):
         _fail("give exactly one of --index DIR (retrieve) or --chunks-field NAME (chunks in each row)")
@@ -646,8 +645,8 @@ def index_cmd(
     overrides: SetOpt = None,
 ) -> None:
     """Build a retrieval index: token chunks, FAISS embeddings (resumable shards), BM25 and metadata."""
-    from .retrieval import build_index
-    from .retrieval.index import work_dir
+    from inference.retrieval import build_index
+    from inference.retrieval.index import work_dir
 
     cfg = _load(config, overrides, [])
     try:
@@ -682,7 +681,16 @@ def index_cmd(
 
 
 # commands defined in their own modules register themselves on `app`
-from . import cli_audit, cli_calibrate, cli_distill, cli_evaluate, cli_serve, cli_sft, cli_sweep, cli_train  # noqa: E402,F401
+from inference import (  # noqa: E402,F401
+    cli_audit,
+    cli_calibrate,
+    cli_distill,
+    cli_evaluate,
+    cli_serve,
+    cli_sft,
+    cli_sweep,
+    cli_train,
+)
 
 if __name__ == "__main__":  # pragma: no cover
     # `python -m inference.cli` (e.g. `accelerate launch -m inference.cli train-prompt-evaluator`) runs this

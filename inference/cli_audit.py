@@ -13,8 +13,7 @@ import typer
 from rich.table import Table
 
 from evidential.errors import EvidentialError
-
-from .cli import _fail, app, console
+from inference.cli import _fail, app, console
 
 audit_app = typer.Typer(
     name="audit",
@@ -49,8 +48,8 @@ def audit_export_cmd(
     """Draw a seeded stratified sample (system × dataset × route × correctness) of the first seed's answers
     and write blind annotation sheets. Exit codes: 0 done, 2 a user error (not a run folder, unknown system,
     an audit folder whose sheets are already filled)."""
-    from .evaluation.audit import export_audit
-    from .evaluation.runner import parse_systems
+    from inference.evaluation.audit import export_audit
+    from inference.evaluation.runner import parse_systems
 
     try:
         manifest = export_audit(
@@ -85,7 +84,7 @@ def audit_import_cmd(
     """Read the filled sheets and write audit_report.json and audit.md (Table 6): inter-annotator κ,
     judge–human agreement, calibration offsets and human-calibrated headline metrics. Exit codes: 0 done,
     2 a user error (a bad cell, unknown or missing item — the file, row and column are named)."""
-    from .evaluation.audit import import_audit
+    from inference.evaluation.audit import import_audit
 
     try:
         report = import_audit(audit_dir, sheets=sheet or None)

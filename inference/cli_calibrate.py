@@ -6,7 +6,7 @@ split by question (the same fraction and seed as the learned checkpoint's traini
 card, so its training questions are never used), run the evaluator ONCE over those queries in batches with
 the rows' candidate frame as candidates (so frame claim ``j`` is candidate ``j`` and the labels line up),
 cache the evidence (``<output>.evidence.jsonl``, reused on a rerun: an interrupted run resumes), fit on the
-cached tensors (:mod:`training.calibration`; no model calls during the search) and write the calibration
+cached tensors (:mod:`training.calibration.fit`; no model calls during the search) and write the calibration
 JSON (atomically) and a reliability diagram PNG next to it.
 """
 
@@ -28,9 +28,8 @@ from typing import Annotated, Any
 import typer
 
 from evidential.errors import ConfigError, EvidentialError
-
-from .cli import ConfigOpt, SetOpt, _fail, _load, app, console, err
-from .config import RunConfig
+from inference.cli import ConfigOpt, SetOpt, _fail, _load, app, console, err
+from inference.config import RunConfig
 
 __all__ = [
     "CalibrationRun",
@@ -46,7 +45,7 @@ DEFAULT_FOLDS = 5
 
 # ---- data ----------------------------------------------------------------------------------------------
 def parse_data_spec(spec: str) -> tuple[list[Any], dict[str, Any]]:
-    """One ``--data`` value → data sources (:class:`training.config.DataSourceConfig`) and split settings.
+    """One ``--data`` value → data sources (:class:`training.trainer.config.DataSourceConfig`) and split settings.
 
     Accepted forms:
 
@@ -60,9 +59,9 @@ def parse_data_spec(spec: str) -> tuple[list[Any], dict[str, Any]]:
     """
     import yaml
 
-    from training.config import DataSourceConfig, load_train_config
-    from training.configio import build_dataclass
-    from training.datasets import BUILDERS
+    from training.data.benchmarks import BUILDERS
+    from training.trainer.config import DataSourceConfig, load_train_config
+    from training.utils.configio import build_dataclass
 
     text = spec.strip()
     if not text:
@@ -105,7 +104,7 @@ def _card_split(checkpoint: Path) -> dict[str, Any]:
 
 
 def _train_defaults() -> dict[str, Any]:
-    from training.config import TrainConfig
+    from training.trainer.config import TrainConfig
 
     f = {x.name: x.default for x in dataclasses.fields(TrainConfig)}
     return {
@@ -125,7 +124,7 @@ def resolve_split(
     """The split settings: the learned checkpoint's (model card) — an explicit value that differs is an
     error, since it could put the checkpoint's training questions into the calibration data — else the
     flags, a training config given as ``--data``, then the training defaults."""
-    from training.calibration import CalibrationError
+    from training.calibration.fit import CalibrationError
 
     explicit = {
         k: v
@@ -134,7 +133,7 @@ def resolve_split(
     }
     base = _train_defaults()
     if run_config.evaluator.name == "learned":
-        from training.checkpoint import resolve_checkpoint
+        from training.learned.checkpoint import resolve_checkpoint
 
         card = _card_split(resolve_checkpoint(run_config.evaluator.resolved_checkpoint()))
         if card:
@@ -167,12 +166,12 @@ def load_validation_examples(
     max_claims: int,
     limit: int | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
-    """The validation queries of ``sources`` as :class:`training.trainer.QueryExample` (chunks capped at
+    """The validation queries of ``sources`` as :class:`training.trainer.trainer.QueryExample` (chunks capped at
     ``max_chunks`` in file order, claims at ``max_claims`` — gold and labelled first — as the trainer does),
     keeping only fully labelled queries; and a description of the data for the calibration file."""
-    from training.calibration import CalibrationError
-    from training.data import group_by_query, split_by_question
-    from training.trainer import load_training_rows, prepare_examples
+    from training.calibration.fit import CalibrationError
+    from training.data.annotated import group_by_query, split_by_question
+    from training.trainer.trainer import load_training_rows, prepare_examples
 
     rows = load_training_rows(SimpleNamespace(data=sources))
     train_rows, val_rows = split_by_question(rows, split["validation_fraction"], split["split_seed"])
@@ -255,9 +254,8 @@ def collect_evidence(
     import torch
     from tqdm.auto import tqdm
 
-    from training.calibration import CalibrationError
-
-    from .types import Chunk
+    from inference.types import Chunk
+    from training.calibration.fit import CalibrationError
 
     cached, bad = _read_cache(cache)
     ids = [_entry_id(tag, ex) for ex in examples]
@@ -338,7 +336,7 @@ def save_reliability_diagram(
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from training.metrics import expected_calibration_error
+    from training.utils.metrics import expected_calibration_error
 
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
     width = 1.0 / n_bins
@@ -420,7 +418,9 @@ def calibrate(
     import torch
 
     import evidential
-    from training.calibration import (
+    from inference.calibration import evaluator_identity
+    from inference.evaluators import build_evaluator
+    from training.calibration.fit import (
         LAM_GRID,
         POWER_GRID,
         SCALE_GRID,
@@ -432,11 +432,8 @@ def calibrate(
         evaluate_parameters,
         fit_calibration,
     )
-    from training.io import write_json
-    from training.trainer import score_outcomes
-
-    from .calibration import evaluator_identity
-    from .evaluators import build_evaluator
+    from training.trainer.trainer import score_outcomes
+    from training.utils.io import write_json
 
     output = Path(output)
     if output.suffix != ".json":
@@ -509,7 +506,7 @@ def calibrate(
         ref = scored_before[key]
         if abs(ref - before["route_accuracy" if key == "route_accuracy" else "ece_fused"]) > 1e-9:
             raise EvidentialError(
-                f"internal check failed: batched {key} differs from training.trainer.score_outcomes ({ref})"
+                f"internal check failed: batched {key} differs from training.trainer.trainer.score_outcomes ({ref})"
             )
     extras_before = {
         k: v
@@ -558,7 +555,7 @@ def calibrate(
         ],
         "scale_objective": "mean log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold); "
         "ties: closest to s = p = 1",
-        "threshold_objective": "route accuracy vs training.trainer.expected_route; ties: ECE (15 bins) of the "
+        "threshold_objective": "route accuracy vs training.trainer.trainer.expected_route; ties: ECE (15 bins) of the "
         "fused confidence, then L1 distance of (λ, τ1, τ2) to the configured values",
         "transform": "e' = scale * e ** power",
         "scale_grid": [min(SCALE_GRID), max(SCALE_GRID), len(SCALE_GRID)],
@@ -672,7 +669,7 @@ def calibrate_cmd(
 
     Use the file with `ask`/`batch`/`serve --calibration OUTPUT`. Exit codes: 0 done, 2 bad config or data.
     """
-    from training.data import TrainingDataError
+    from training.data.annotated import TrainingDataError
 
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
     cfg = _load(config, overrides, extra)

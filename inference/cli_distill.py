@@ -11,8 +11,7 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-
-from .cli import SetOpt, _fail, app, console
+from inference.cli import SetOpt, _fail, app, console
 
 DATA_FORMS = "an annotated-chunk JSONL, RAMDocs JSONL, unannotated chunks ({query, chunk} / {query, chunks})"
 
@@ -20,7 +19,7 @@ DATA_FORMS = "an annotated-chunk JSONL, RAMDocs JSONL, unannotated chunks ({quer
 def data_source(spec: str, limit: int | None = None) -> dict:
     """A ``--data`` value as a data source: ``NAME:PATH`` (a builder, ``annotated`` or ``chunks``) or a
     path whose format is recognised from its first record."""
-    from training.datasets import BUILDERS
+    from training.data.benchmarks import BUILDERS
 
     name, sep, rest = spec.partition(":")
     if sep and (name == "annotated" or name in BUILDERS) and not Path(spec).exists():
@@ -108,16 +107,15 @@ def distill_cmd(
     validation split and both models' seconds per chunk measured side by side. Exit codes: 0 done, 2 bad
     config/data/output.
     """
-    from training.data import TrainingDataError
-
-    from .backends.base import BackendError
-    from .distill import load_distill_config, run_distillation
+    from inference.backends.base import BackendError
+    from inference.workflows.distill import load_distill_config, run_distillation
+    from training.data.annotated import TrainingDataError
 
     try:
         extra = [f"teacher.evaluator.name={teacher}"] if teacher else []
         cfg = load_distill_config(config, [*(overrides or []), *extra])
         if data:
-            from training.config import DataSourceConfig
+            from training.trainer.config import DataSourceConfig
 
             cfg.train.data = [DataSourceConfig(**data_source(d, limit)) for d in data]
         elif limit is not None:

@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-
-from .cli import (
+from inference.cli import (
     CalibrationOpt,
     ConfigOpt,
     EvaluatorOpt,
@@ -88,7 +87,7 @@ def evaluate_cmd(
     error (unknown dataset/system, missing data, settings that differ from the folder's run, a calibration
     file fitted for another evaluator or checkpoint).
     """
-    from .evaluation.runner import EvaluateOptions, parse_seeds, parse_systems, run_evaluation
+    from inference.evaluation.runner import EvaluateOptions, parse_seeds, parse_systems, run_evaluation
 
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
     cfg = _with_calibration(_load(config, overrides, extra), calibration)

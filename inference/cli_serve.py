@@ -1,6 +1,6 @@
-"""``evidential-rag serve``: the HTTP server (registered on the main typer app; see :mod:`inference.server`).
+"""``evidential-rag serve``: the HTTP server (registered on the main typer app; see :mod:`inference.server.app`).
 
-Flag help and defaults come from :class:`inference.server.ServerConfig`, which also validates them.
+Flag help and defaults come from :class:`inference.server.app.ServerConfig`, which also validates them.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-
-from .cli import CalibrationOpt, ConfigOpt, SetOpt, _fail, _load, _with_calibration, app, err
-from .server import API_KEY_ENV, ServerConfig, check_concurrency, create_app
+from inference.cli import CalibrationOpt, ConfigOpt, SetOpt, _fail, _load, _with_calibration, app, err
+from inference.server.app import API_KEY_ENV, ServerConfig, check_concurrency, create_app
 
 _H = ServerConfig.help()
 _D = ServerConfig()
@@ -62,7 +61,7 @@ def serve_cmd(
     """
     import uvicorn
 
-    from .backends.base import BackendError
+    from inference.backends.base import BackendError
 
     cfg = _with_calibration(_load(config, overrides, []), calibration)
     if log_level not in LOG_LEVELS:

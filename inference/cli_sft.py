@@ -1,6 +1,6 @@
 """``evidential-rag train-prompt-evaluator``: TRL SFT (LoRA) of the prompt evaluator's LLM on its own contract.
 
-The training recipe is :mod:`training.sft`; this command supplies what training may not import: the prompt
+The training recipe is :mod:`training.sft.recipe`; this command supplies what training may not import: the prompt
 contract (:func:`sft_contract`) and the resolution of ``packaged:`` model names (:func:`resolve_sft_model`).
 """
 
@@ -14,27 +14,24 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-
-from .cli import SetOpt, _fail, app, console
+from inference.cli import SetOpt, _fail, app, console
 
 __all__ = ["resolve_sft_model", "sft_contract", "train_prompt_evaluator_cmd"]
 
 
 def sft_contract():
-    """The prompt evaluator's contract as :class:`training.sft.PromptContract` (prompt builder, gold reply)."""
-    from training.sft import PromptContract
-
-    from .evaluators.contract import CONTRACT_VERSION, build_prompt, gold_output
+    """The prompt evaluator's contract as :class:`training.sft.recipe.PromptContract` (prompt builder, gold reply)."""
+    from inference.evaluators.contract import CONTRACT_VERSION, build_prompt, gold_output
+    from training.sft.recipe import PromptContract
 
     return PromptContract(CONTRACT_VERSION, build_prompt, gold_output)
 
 
 def resolve_sft_model(model: str, gguf_file: str | None = None):
-    """``model`` (hub id, folder, .gguf file, ``packaged:<name>``) as a :class:`training.sft.ModelSource`,
+    """``model`` (hub id, folder, .gguf file, ``packaged:<name>``) as a :class:`training.sft.recipe.ModelSource`,
     resolved the way the transformers backend resolves it (so the adapter fits the model it serves)."""
-    from training.sft import ModelSource
-
-    from .backends.models import resolve_model
+    from inference.backends.models import resolve_model
+    from training.sft.recipe import ModelSource
 
     ref = resolve_model(model, gguf_file)
     return ModelSource(ref.path, ref.gguf_file)
@@ -64,10 +61,9 @@ def train_prompt_evaluator_cmd(
     `--set evaluator.backend.lora_path=OUTPUT/adapter` (same base model). Exit codes: 0 done, 2 bad
     config/data/model/output.
     """
-    from training.data import TrainingDataError
-    from training.sft import load_sft_config, train_prompt_evaluator
-
-    from .backends.base import BackendError
+    from inference.backends.base import BackendError
+    from training.data.annotated import TrainingDataError
+    from training.sft.recipe import load_sft_config, train_prompt_evaluator
 
     try:
         cfg = load_sft_config(config, overrides or [])

@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-
-from .cli import _fail, app, console
+from inference.cli import _fail, app, console
 
 
 @app.command("sweep")
@@ -50,8 +49,15 @@ def sweep_cmd(
     from an earlier evaluation's cached per-chunk evidence: fusion and routing re-run in batch, answers are
     the routes' templates, and no evaluator or generator is loaded or called. Writes sweep.json and
     sweep.md. Exit codes: 0 done, 2 a user error (not a run folder, no cached evidence, a bad grid)."""
-    from .evaluation.runner import parse_systems
-    from .evaluation.sweep import DEFAULT_LAMS, DEFAULT_TAUS, SweepGrid, parse_lams, parse_taus, run_sweep
+    from inference.evaluation.runner import parse_systems
+    from inference.evaluation.sweep import (
+        DEFAULT_LAMS,
+        DEFAULT_TAUS,
+        SweepGrid,
+        parse_lams,
+        parse_taus,
+        run_sweep,
+    )
 
     try:
         grid = SweepGrid(

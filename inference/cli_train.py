@@ -10,8 +10,7 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-
-from .cli import SetOpt, _fail, app, console
+from inference.cli import SetOpt, _fail, app, console
 
 
 @app.command("train")
@@ -36,9 +35,9 @@ def train_cmd(
     Each epoch ends with validation (loss, claim accuracy, ECE, route accuracy, RAMDocs strict EM); the
     best model goes to OUTPUT/best with its model card. Exit codes: 0 done, 2 bad config/data/output.
     """
-    from training.config import load_train_config
-    from training.data import TrainingDataError
-    from training.trainer import EvidentialTrainer
+    from training.data.annotated import TrainingDataError
+    from training.trainer.config import load_train_config
+    from training.trainer.trainer import EvidentialTrainer
 
     try:
         cfg = load_train_config(config, overrides or [])

@@ -13,18 +13,17 @@ from pathlib import Path
 
 from evidential import FusionConfig
 from evidential.errors import ConfigError
-from training.configio import (
+from inference.evaluators.config import EvaluatorConfig
+from inference.generation.config import GeneratorConfig
+from inference.rag.config import BaselinesConfig
+from inference.retrieval.config import RetrievalConfig
+from training.utils.configio import (
     CONFIG_DIR,
     apply_overrides,
     build_dataclass,
     read_yaml_mapping,
     to_dict,
 )
-
-from .baselines.config import BaselinesConfig
-from .evaluators.config import EvaluatorConfig
-from .generation.config import GeneratorConfig
-from .retrieval.config import RetrievalConfig
 
 __all__ = [
     "CONFIG_DIR",

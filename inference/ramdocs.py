@@ -17,11 +17,10 @@ from pathlib import Path
 
 import torch
 
-from training.data import TrainingDataError
-from training.datasets import DOC_TYPES, read_ramdocs
-
-from .alignment import normalize_text
-from .types import DataError
+from inference.alignment import normalize_text
+from inference.types import DataError
+from training.data.annotated import TrainingDataError
+from training.data.benchmarks import DOC_TYPES, read_ramdocs
 
 __all__ = [
     "DOC_TYPES",

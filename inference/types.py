@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evidential.errors import EvidentialError
-
-from .io import iter_jsonl
+from inference.io import iter_jsonl
 
 __all__ = ["STANCES", "Chunk", "ChunkEvidence", "DataError", "load_chunks", "rank_order"]
 

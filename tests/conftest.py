@@ -62,7 +62,7 @@ def tiny_encoder(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer BERT with the all-MiniLM-L6-v2 tokenizer, saved to a folder."""
     from transformers import BertConfig, BertModel
 
-    from training.model import packaged_minilm_path
+    from training.learned.model import packaged_minilm_path
 
     path = tmp_path_factory.mktemp("tiny-encoder")
     src = packaged_minilm_path()
@@ -79,9 +79,9 @@ def tiny_encoder(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tiny_encoder, shared_data, tmp_path_factory) -> Path:
     """A learned-evaluator checkpoint trained for one epoch on 12 real RAMDocs records (tiny encoder)."""
-    from training.config import TrainConfig
-    from training.configio import build_dataclass
-    from training.trainer import EvidentialTrainer
+    from training.trainer.config import TrainConfig
+    from training.trainer.trainer import EvidentialTrainer
+    from training.utils.configio import build_dataclass
 
     out = tmp_path_factory.mktemp("tiny-checkpoint")
     cfg = build_dataclass(
@@ -112,7 +112,7 @@ def _build_tiny_llama(path: Path, chat_template: bool = True) -> Path:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from inference.backends import BackendError, resolve_model
-    from training.gguf_cache import dequantized_gguf
+    from training.utils.gguf_cache import dequantized_gguf
 
     try:
         ref = resolve_model("packaged:smollm2-135m-instruct")

@@ -1,6 +1,6 @@
 """Model backends behind one interface (:mod:`.base`); each module registers its factory in ``BACKENDS``."""
 
-from .base import (
+from inference.backends.base import (
     BACKENDS,
     Backend,
     BackendConfig,
@@ -10,7 +10,7 @@ from .base import (
     Prompt,
     load_backend,
 )
-from .models import PACKAGED_MODELS, ModelRef, resolve_model
+from inference.backends.models import PACKAGED_MODELS, ModelRef, resolve_model
 
 __all__ = [
     "BACKENDS",
@@ -27,4 +27,4 @@ __all__ = [
 ]
 
 # register the backends (each imports its heavy library lazily, when chosen)
-from . import llamacpp, openai_http, transformers_backend, vllm_backend  # noqa: E402,F401
+from inference.backends import llamacpp, openai_http, transformers_backend, vllm_backend  # noqa: E402,F401

@@ -58,8 +58,15 @@ from typing import Any
 
 import numpy as np
 
-from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt
-from .models import resolve_model
+from inference.backends.base import (
+    BACKENDS,
+    BackendConfig,
+    BackendError,
+    Generation,
+    GenerationConfig,
+    Prompt,
+)
+from inference.backends.models import resolve_model
 
 __all__ = ["INSTALL_HINT", "PREFIX_BLOCK", "LlamaCppBackend", "llamacpp_backend", "reusable_prefix"]
 

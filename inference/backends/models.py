@@ -13,7 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import BackendError
+from inference.backends.base import BackendError
 
 __all__ = [
     "MINILM_HUB_IDS",

@@ -26,7 +26,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
-from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt
+from inference.backends.base import (
+    BACKENDS,
+    BackendConfig,
+    BackendError,
+    Generation,
+    GenerationConfig,
+    Prompt,
+)
 
 __all__ = ["OpenAIHTTPBackend", "openai_backend"]
 

@@ -1,5 +1,5 @@
 """Hugging Face transformers backend: hub ids, local folders and GGUF files (dequantized once and cached:
-:func:`training.gguf_cache.dequantized_gguf`).
+:func:`training.utils.gguf_cache.dequantized_gguf`).
 
 Batched generation with left padding over the chat-templated prompts: one ``generate`` call per batch is one
 batched pass. JSON-schema-constrained decoding uses xgrammar's logits processor when the ``xgrammar``
@@ -12,10 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from training.gguf_cache import dequantized_gguf
-
-from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt, raw_prompt_text
-from .models import resolve_model
+from inference.backends.base import (
+    BACKENDS,
+    BackendConfig,
+    BackendError,
+    Generation,
+    GenerationConfig,
+    Prompt,
+    raw_prompt_text,
+)
+from inference.backends.models import resolve_model
+from training.utils.gguf_cache import dequantized_gguf
 
 __all__ = ["TransformersBackend", "transformers_backend"]
 

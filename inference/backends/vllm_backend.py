@@ -15,8 +15,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .base import BACKENDS, BackendConfig, BackendError, Generation, GenerationConfig, Prompt, raw_prompt_text
-from .models import resolve_model
+from inference.backends.base import (
+    BACKENDS,
+    BackendConfig,
+    BackendError,
+    Generation,
+    GenerationConfig,
+    Prompt,
+    raw_prompt_text,
+)
+from inference.backends.models import resolve_model
 
 __all__ = ["VLLM_INSTALL_HINT", "VLLMBackend", "structured_output_kwargs", "vllm_backend"]
 

@@ -57,10 +57,9 @@ from typing import Any
 import numpy as np
 
 from evidential.errors import EvidentialError
-
-from ..io import atomic_write_text, rounded, write_json, write_jsonl
-from .judges import JUDGE_LABELS
-from .metrics import CONFLICT_BEHAVIOURS, cohens_kappa
+from inference.evaluation.judges import JUDGE_LABELS
+from inference.evaluation.metrics import CONFLICT_BEHAVIOURS, cohens_kappa
+from inference.io import atomic_write_text, rounded, write_json, write_jsonl
 
 __all__ = [
     "ADJUDICATION_SHEET",

@@ -55,9 +55,9 @@ Expected behaviour per dataset (:data:`BEHAVIOUR_RULES`; the first matching rule
   the page URL (page names in ``meta["page_names"]``), labels ``web`` with no answer. Pages stay whole:
   :func:`chunk_passages` (or the runner) splits them by tokens.
 
-Split: ``split`` is the learned evaluator's own train/validation split (:func:`training.data._bucket` on the
-training query key, ``validation_fraction`` and ``split_seed`` of :class:`training.config.TrainConfig`, 0.2 and
-0), computed on the key the training builders of :mod:`training.datasets` give the same question
+Split: ``split`` is the learned evaluator's own train/validation split (:func:`training.data.annotated._bucket` on the
+training query key, ``validation_fraction`` and ``split_seed`` of :class:`training.trainer.config.TrainConfig`, 0.2 and
+0), computed on the key the training builders of :mod:`training.data.benchmarks` give the same question
 (``meta["split_key"]``), so ``validation`` questions were never trained on by a checkpoint trained with those
 defaults. Datasets without a training builder (``crag``) use the same hash on their own key;
 ``wikicontradict-instances`` takes the key of the same question in the sibling QA file when there is one.
@@ -78,14 +78,13 @@ from pathlib import Path
 from typing import Any
 
 from evidential.registry import Registry
-from training.config import TrainConfig
-from training.data import SPLITS, TrainingDataError, _bucket
-from training.datasets import _NEGATION, _TRUTH, CONFLICTQA_REQUIRED, _qid, _records, read_ramdocs
-from training.io import iter_jsonl, write_jsonl
-from training.text import normalize_text
-
-from ..retrieval.text import chunk_text, html_to_text
-from ..types import Chunk, DataError
+from inference.retrieval.text import chunk_text, html_to_text
+from inference.types import Chunk, DataError
+from training.data.annotated import SPLITS, TrainingDataError, _bucket
+from training.data.benchmarks import _NEGATION, _TRUTH, CONFLICTQA_REQUIRED, _qid, _records, read_ramdocs
+from training.trainer.config import TrainConfig
+from training.utils.io import iter_jsonl, write_jsonl
+from training.utils.text import normalize_text
 
 __all__ = [
     "BEHAVIOUR_RULES",
@@ -269,7 +268,7 @@ def read_instances(path: str | Path) -> list[EvalInstance]:
 
 
 def split_of(key: str, validation_fraction: float = VALIDATION_FRACTION, seed: int = SPLIT_SEED) -> str:
-    """``train`` or ``validation`` of the training split by question (:func:`training.data.split_by_question`)
+    """``train`` or ``validation`` of the training split by question (:func:`training.data.annotated.split_by_question`)
     for the query key ``key``: validation when the hash of ``(seed, key)`` falls below ``validation_fraction``."""
     return "validation" if _bucket(key, seed) < validation_fraction else "train"
 
@@ -971,7 +970,7 @@ def _default_tokenizer():
     """The packaged all-MiniLM-L6-v2 fast tokenizer (the CPU default embedder's), loaded offline."""
     from transformers import AutoTokenizer
 
-    from training.model import packaged_minilm_path
+    from training.learned.model import packaged_minilm_path
 
     return AutoTokenizer.from_pretrained(str(packaged_minilm_path()))
 

@@ -41,12 +41,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from evidential.errors import EvidentialError
 from evidential.registry import Registry
-from training.text import normalize_text
-
-from ..backends.base import Backend, BackendConfig, GenerationConfig, Prompt, load_backend
-from ..evaluators.parsing import extract_json_object
-from ..generation.prompt import quoted_chunks
-from ..types import Chunk
+from inference.backends.base import Backend, BackendConfig, GenerationConfig, Prompt, load_backend
+from inference.evaluators.parsing import extract_json_object
+from inference.generation.prompt import quoted_chunks
+from inference.types import Chunk
+from training.utils.text import normalize_text
 
 __all__ = [
     "CONFLICT_CUES",
@@ -182,13 +181,15 @@ def _check_items(items: Sequence[JudgeInput]) -> list[JudgeInput]:
 
 
 def _default_refusal(text: str | None) -> bool:
-    from .metrics import is_refusal  # lazy: the metrics module is a sibling, not an import-time dependency
+    from inference.evaluation.metrics import (
+        is_refusal,  # lazy: the metrics module is a sibling, not an import-time dependency
+    )
 
     return is_refusal(text)
 
 
 def _refusal_version() -> str:
-    from .metrics import REFUSAL_DETECTOR_VERSION
+    from inference.evaluation.metrics import REFUSAL_DETECTOR_VERSION
 
     return REFUSAL_DETECTOR_VERSION
 
@@ -418,7 +419,7 @@ def _stated_answers(response: str, known: _Known, question: str) -> set[str]:
 class LabelJudge:
     """Deterministic judge over the dataset's annotations (``label/1.0``): no model, same verdict every run.
 
-    Definitions (all matching on SQuAD-normalized text, :func:`training.text.normalize_text`):
+    Definitions (all matching on SQuAD-normalized text, :func:`training.utils.text.normalize_text`):
 
     * **Known answers**: the gold answers; the *wrong* answers (``wrong_answers`` plus the answers of passages
       labelled ``misinfo``, minus any that is also gold); the other labelled passage answers and conflict-side

@@ -3,7 +3,7 @@
 Answer quality
     :func:`exact_match`, :func:`token_f1` (SQuAD), :func:`answer_contained` (FlashRAG "acc"),
     :func:`rouge_l` (ROUGE-L F1) and :class:`BERTScorer` (BERTScore F1, the only piece that loads a model),
-    plus MADAM-RAG's :func:`strict_exact_match` for RAMDocs (re-exported from :mod:`training.metrics`).
+    plus MADAM-RAG's :func:`strict_exact_match` for RAMDocs (re-exported from :mod:`training.utils.metrics`).
 Abstention
     :func:`is_refusal` (output-level, the same detector for every system), :func:`refusal_scores`
     (Eqs 23–25) and :func:`abstention_rate`.
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from training.metrics import expected_calibration_error, strict_exact_match
-from training.text import normalize_text
+from training.utils.metrics import expected_calibration_error, strict_exact_match
+from training.utils.text import normalize_text
 
 __all__ = [
     "CONFLICT_BEHAVIOURS",
@@ -71,7 +71,7 @@ def _golds(golds: str | Iterable[str]) -> list[str]:
 def exact_match(prediction: str, golds: str | Iterable[str]) -> float:
     """SQuAD exact match: 1.0 when the normalized prediction equals any normalized gold alias, else 0.0.
 
-    Normalization is :func:`training.text.normalize_text` (lower case, ASCII punctuation and the articles
+    Normalization is :func:`training.utils.text.normalize_text` (lower case, ASCII punctuation and the articles
     a/an/the removed, whitespace collapsed). No gold alias gives 0.0.
 
     >>> exact_match("The Eiffel Tower!", ["eiffel tower", "La tour Eiffel"])
@@ -96,7 +96,7 @@ def _f1_tokens(pred: list[str], gold: list[str]) -> float:
 def token_f1(prediction: str, golds: str | Iterable[str]) -> float:
     """SQuAD token F1, the best over gold aliases.
 
-    Both texts are normalized (:func:`training.text.normalize_text`) and split on whitespace; the overlap is
+    Both texts are normalized (:func:`training.utils.text.normalize_text`) and split on whitespace; the overlap is
     the multiset intersection of tokens, ``P = overlap/|pred|``, ``R = overlap/|gold|``, ``F1 = 2PR/(P+R)``.
     As in the official SQuAD v2 script, both token lists empty gives 1.0 and exactly one empty gives 0.0.
     No gold alias gives 0.0.

@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from ..io import rounded, write_json
-from . import metrics as M
+from inference.evaluation import metrics as M
+from inference.io import rounded, write_json
 
 __all__ = ["aggregate", "render_markdown", "write_report"]
 
@@ -574,7 +574,7 @@ def _sweep(
     """Tables 9, 10, 12, the policy and prompt-vs-learned comparisons from the run's cached evidence
     (:func:`inference.evaluation.sweep.run_sweep`, default grid, written to ``OUT/sweep/``; no model call);
     ``None`` when no system of the run has cached evaluator evidence (no EvidentialRAG system)."""
-    from .sweep import has_cached_evidence, run_sweep
+    from inference.evaluation.sweep import has_cached_evidence, run_sweep
 
     if not any(rows and has_cached_evidence(rows[0]["record"]) for rows in per_system.values()):
         return None
@@ -583,7 +583,7 @@ def _sweep(
 
 def write_report(out_dir: Path, opts, run: dict[str, Any], judge_info: dict | None = None) -> dict[str, Any]:
     """Read the run folder's rows and write ``metrics.json``, ``report.md`` and the plots (atomically)."""
-    from .runner import load_rows
+    from inference.evaluation.runner import load_rows
 
     out_dir = Path(out_dir)
     instances = {}
@@ -627,12 +627,12 @@ def write_report(out_dir: Path, opts, run: dict[str, Any], judge_info: dict | No
     }
     metrics["meta"] = meta
     write_json(out_dir / "metrics.json", metrics)
-    from training.io import atomic_write_text
+    from training.utils.io import atomic_write_text
 
     markdown = render_markdown(metrics, meta)
     sweep = _sweep(out_dir, run, instances, per_system, reference)
     if sweep is not None:
-        from .sweep import render_sweep_markdown
+        from inference.evaluation.sweep import render_sweep_markdown
 
         metrics["sweep"] = sweep["written"]
         markdown += "\n" + render_sweep_markdown(sweep, heading="##") + "\n"

@@ -34,11 +34,10 @@ from typing import Any
 import numpy as np
 
 from evidential.errors import ConfigError
-
-from ..config import RunConfig
-from ..io import rounded, write_json, write_jsonl
-from ..types import Chunk, DataError
-from .datasets import EvalInstance, chunk_passages, default_data_path, load_eval_dataset
+from inference.config import RunConfig
+from inference.evaluation.datasets import EvalInstance, chunk_passages, default_data_path, load_eval_dataset
+from inference.io import rounded, write_json, write_jsonl
+from inference.types import Chunk, DataError
 
 __all__ = [
     "EvaluateOptions",
@@ -219,7 +218,7 @@ def prepare_instances(
         raise DataError(f"no {opts.dataset} instances left (split={opts.split}, limit={opts.limit})")
     selected: list[tuple[EvalInstance, list[Chunk], list[dict], list[Chunk]]] = []
     if opts.index is not None:  # one shared retrieval over the index, done once for every system
-        from ..retrieval import build_retriever
+        from inference.retrieval import build_retriever
 
         retriever = build_retriever(opts.index, cfg)
         found = retriever.search_batch([i.question for i in instances], 2 * cfg.k)
@@ -321,7 +320,7 @@ class PeakMemory:
 
 def instance_scores(inst: EvalInstance, response: str, confidence: float | None) -> dict[str, Any]:
     """The per-instance scores of one answer (output level, the same for every system)."""
-    from . import metrics as M
+    from inference.evaluation import metrics as M
 
     golds = list(inst.gold_answers)
     refused = M.is_refusal(response)
@@ -450,13 +449,13 @@ def run_evaluation(
     """
     from tqdm.auto import tqdm
 
-    from .judges import JudgeInput, build_judge
-    from .systems import build_systems, seed_everything
+    from inference.evaluation.judges import JudgeInput, build_judge
+    from inference.evaluation.systems import build_systems, seed_everything
 
     run = _check_run(opts, cfg)
 
     def embedder_factory():
-        from ..retrieval import Embedder
+        from inference.retrieval import Embedder
 
         return Embedder(cfg.models.embedder, device=cfg.retrieval.device)
 
@@ -541,7 +540,7 @@ def run_evaluation(
             bar.close()
     if not report:
         return {"rows": sum(len(v) for v in done.values())}
-    from .report import write_report
+    from inference.evaluation.report import write_report
 
     return write_report(opts.out, opts, run, judge_info=judge.describe() if judge is not None else None)
 

@@ -45,11 +45,10 @@ import torch
 from evidential import ROUTES, FusionConfig, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
-
-from ..generation.template import template_response
-from ..io import rounded
-from ..types import Chunk, DataError
-from .datasets import EvalInstance
+from inference.evaluation.datasets import EvalInstance
+from inference.generation.template import template_response
+from inference.io import rounded
+from inference.types import Chunk, DataError
 
 __all__ = [
     "BEHAVIOUR_ROUTE",
@@ -276,8 +275,8 @@ def refuse_rows(
 ) -> list[dict]:
     """Re-fuse and re-route ``rows`` under ``setting`` (one batched fusion call) and score the templated
     answers like the runner scores generated ones. Returns new rows (the originals are not modified)."""
-    from .judges import JudgeInput
-    from .runner import instance_scores
+    from inference.evaluation.judges import JudgeInput
+    from inference.evaluation.runner import instance_scores
 
     fc = setting.fusion()
     ops = opinions_from_evidence(batch.evidence, batch.claim_mask, batch.chunk_mask)
@@ -330,7 +329,7 @@ def refuse_rows(
 def _setting_metrics(
     rows: list[dict], reference_rows: list[dict] | None, reference: str | None
 ) -> dict[str, Any]:
-    from .report import _by_seed, _ms, _pvalues, _seed_metrics
+    from inference.evaluation.report import _by_seed, _ms, _pvalues, _seed_metrics
 
     per_seed = {}
     for seed, rs in _by_seed(rows).items():
@@ -349,7 +348,7 @@ def _setting_metrics(
 
 def _load_run(run_dir: Path) -> tuple[dict, dict[str, dict], dict[str, list[dict]]]:
     """``run.json``, the ``instances.jsonl`` rows by id and each system's rows (the run's seeds)."""
-    from .runner import load_rows
+    from inference.evaluation.runner import load_rows
 
     run_path = run_dir / "run.json"
     if not run_path.is_file():
@@ -394,8 +393,8 @@ def run_sweep(
         loaded: ``(run.json, instances.jsonl rows by id, rows by system)`` already in memory (the report's),
             instead of reading them again from ``run_dir``.
     """
-    from .judges import build_judge
-    from .report import _validity
+    from inference.evaluation.judges import build_judge
+    from inference.evaluation.report import _validity
 
     run_dir = Path(run_dir)
     grid = grid or SweepGrid()
@@ -464,9 +463,8 @@ def run_sweep(
         "naive": naive,
     }
     if write:
-        from training.io import atomic_write_text
-
-        from ..io import write_json
+        from inference.io import write_json
+        from training.utils.io import atomic_write_text
 
         target = Path(out_dir) if out_dir is not None else run_dir / "sweep"
         target.mkdir(parents=True, exist_ok=True)
@@ -478,7 +476,7 @@ def run_sweep(
 
 # ------------------------------------------------------------------------------------------------ markdown
 def _cell(m: dict | None, key: str) -> str:
-    from .report import _fmt
+    from inference.evaluation.report import _fmt
 
     return _fmt((m or {}).get("mean_std", {}).get(key))
 
@@ -494,7 +492,7 @@ def _rows_for(entries: Iterable[dict], table: str) -> list[dict]:
 
 def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
     """The sweep's Markdown: Tables 9, 10, 12, the routing-policy comparison and prompt vs learned."""
-    from .report import _table
+    from inference.evaluation.report import _table
 
     ref = sweep.get("reference")
     has_strict = sweep.get("dataset") == "ramdocs"

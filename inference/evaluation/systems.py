@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 
 from evidential.registry import Registry
-
-from ..config import RunConfig
-from ..types import Chunk
+from inference.config import RunConfig
+from inference.types import Chunk
 
 __all__ = [
     "SYSTEMS",
@@ -70,7 +69,7 @@ class SharedModels:
     def generator_backend(self):
         """The loaded generator backend (``None`` with the template generator)."""
         if self._generator_backend is None and self.config.generator.name == "llm":
-            from ..backends import load_backend
+            from inference.backends import load_backend
 
             self._generator_backend = load_backend(self.config.generator.backend)
         return self._generator_backend
@@ -80,7 +79,7 @@ class SharedModels:
         """The learned evaluator (``config.evaluator`` with ``name: learned``), loaded once: EvidentialRAG's
         when it runs one, shared with Corrective RAG's retrieval evaluator."""
         if self._learned_evaluator is None:
-            from ..evaluators import build_evaluator
+            from inference.evaluators import build_evaluator
 
             self._learned_evaluator = build_evaluator(replace(self.config.evaluator, name="learned"))
         return self._learned_evaluator
@@ -103,7 +102,7 @@ def _with_seed(config: RunConfig, seed: int) -> RunConfig:
 
 @SYSTEMS.register("evidential")
 class EvidentialSystem:
-    """EvidentialRAG (:class:`~inference.pipeline.EvidentialRAG`) with the configured evaluator
+    """EvidentialRAG (:class:`~inference.rag.evidential.EvidentialRAG`) with the configured evaluator
     (``evidential-learned`` / ``evidential-prompt`` force one, for prompt-vs-learned in one run)."""
 
     name = "evidential"
@@ -111,9 +110,9 @@ class EvidentialSystem:
     fusion_overrides: dict[str, Any] = {}  # the ablation systems' changes to the fusion section
 
     def __init__(self, config: RunConfig, shared: SharedModels):
-        from ..evaluators import build_evaluator
-        from ..generation import build_generator, can_share_backend
-        from ..pipeline import EvidentialRAG
+        from inference.evaluators import build_evaluator
+        from inference.generation import build_generator, can_share_backend
+        from inference.rag.evidential import EvidentialRAG
 
         if self.evaluator is not None:
             config = replace(config, evaluator=replace(config.evaluator, name=self.evaluator))
@@ -224,19 +223,19 @@ class BaselineSystem:
 
 @SYSTEMS.register("naive")
 class NaiveSystem(BaselineSystem):
-    """Naive RAG (:class:`~inference.baselines.NaiveRAG`): the k chunks in one prompt, no evaluator."""
+    """Naive RAG (:class:`~inference.rag.NaiveRAG`): the k chunks in one prompt, no evaluator."""
 
     name = "naive"
 
     def __init__(self, config: RunConfig, shared: SharedModels):
-        from ..baselines import NaiveRAG
+        from inference.rag import NaiveRAG
 
         self.rag = NaiveRAG(config, backend=shared.generator_backend)
 
 
 @SYSTEMS.register("corrective")
 class CorrectiveSystem(BaselineSystem):
-    """Corrective RAG (:class:`~inference.baselines.CorrectiveRAG`; settings ``baselines.corrective``): the
+    """Corrective RAG (:class:`~inference.rag.CorrectiveRAG`; settings ``baselines.corrective``): the
     retrieval evaluator (the learned evaluator's relevance by default, shared with EvidentialRAG) picks
     correct / ambiguous / incorrect; the incorrect branch's web search is replaced by expanded retrieval
     (the harness's ``extra_chunks`` — the instance's next-ranked passages — or the index)."""
@@ -245,7 +244,7 @@ class CorrectiveSystem(BaselineSystem):
     uses_extra_chunks = True
 
     def __init__(self, config: RunConfig, shared: SharedModels):
-        from ..baselines import CorrectiveRAG
+        from inference.rag import CorrectiveRAG
 
         settings = config.baselines.corrective
         evaluator = shared.learned_evaluator if settings.retrieval_evaluator == "learned" else None
@@ -263,14 +262,14 @@ class CorrectiveSystem(BaselineSystem):
 
 @SYSTEMS.register("selfrag")
 class SelfRAGSystem(BaselineSystem):
-    """Self-RAG (:class:`~inference.baselines.SelfRAG`; settings ``baselines.selfrag``): the prompted-reflection
+    """Self-RAG (:class:`~inference.rag.SelfRAG`; settings ``baselines.selfrag``): the prompted-reflection
     reimplementation on the shared generator by default, or the released checkpoint's reflection tokens
     (``baselines.selfrag.mode: checkpoint`` with ``generator.backend.model: selfrag/selfrag_llama2_7b``)."""
 
     name = "selfrag"
 
     def __init__(self, config: RunConfig, shared: SharedModels):
-        from ..baselines import SelfRAG
+        from inference.rag import SelfRAG
 
         self.rag = SelfRAG(config, backend=shared.generator_backend, selfrag=config.baselines.selfrag)
 

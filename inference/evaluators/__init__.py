@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from ..alignment import ClaimAligner, minilm_similarity
-from ..backends import load_backend
-from .base import EVALUATORS, EvaluationResult, Evaluator, FrameClaim, build_frame
-from .contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt, check_adapter_contract
-from .learned import LearnedEvaluator
-from .parsing import ParsedDecision, parse_decision
-from .prompt import PromptEvaluator
+from inference.alignment import ClaimAligner, minilm_similarity
+from inference.backends import load_backend
+from inference.evaluators.base import EVALUATORS, EvaluationResult, Evaluator, FrameClaim, build_frame
+from inference.evaluators.contract import (
+    CONTRACT_VERSION,
+    OUTPUT_SCHEMA,
+    build_prompt,
+    check_adapter_contract,
+)
+from inference.evaluators.learned import LearnedEvaluator
+from inference.evaluators.parsing import ParsedDecision, parse_decision
+from inference.evaluators.prompt import PromptEvaluator
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -58,7 +63,7 @@ def learned_evaluator(cfg) -> LearnedEvaluator:
     """Build the learned evaluator from an ``EvaluatorConfig`` (loads the checkpoint, LoRA merged)."""
     import torch
 
-    from training.checkpoint import load_learned_model, resolve_checkpoint
+    from training.learned.checkpoint import load_learned_model, resolve_checkpoint
 
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     ckpt = resolve_checkpoint(cfg.resolved_checkpoint())

@@ -15,9 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from evidential.registry import Registry
-
-from ..alignment import ClaimAligner
-from ..types import Chunk, ChunkEvidence
+from inference.alignment import ClaimAligner
+from inference.types import Chunk, ChunkEvidence
 
 __all__ = ["EVALUATORS", "EvaluationResult", "Evaluator", "FrameClaim", "build_frame", "check_batch"]
 

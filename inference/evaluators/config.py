@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evidential.errors import ConfigError
-
-from ..backends.base import BackendConfig, GenerationConfig
+from inference.backends.base import BackendConfig, GenerationConfig
 
 __all__ = ["EvaluatorConfig"]
 
@@ -73,7 +72,7 @@ class EvaluatorConfig:
         return repo if repo.exists() else p
 
     def __post_init__(self) -> None:
-        from . import EVALUATORS
+        from inference.evaluators import EVALUATORS
 
         if self.name not in EVALUATORS:
             raise ConfigError(

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evidential.errors import ConfigError
-
-from ..backends.base import Prompt
+from inference.backends.base import Prompt
 
 __all__ = [
     "CONTRACT_VERSION",

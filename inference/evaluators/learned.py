@@ -1,4 +1,4 @@
-"""The learned evaluator: a LoRA-fine-tuned evidential head (``training.model``) behind the evaluator
+"""The learned evaluator: a LoRA-fine-tuned evidential head (``training.learned.model``) behind the evaluator
 interface, so it feeds the same alignment, fusion and routing as the prompt evaluator.
 
 Per batch of queries it runs at most two batched encoder passes, each shared by every query of the batch:
@@ -25,13 +25,12 @@ from typing import Any
 
 import torch
 
-from training.model import is_yes_no_question
-from training.text import normalize_text
-
-from ..alignment import ClaimAligner
-from ..io import rounded
-from ..types import Chunk, ChunkEvidence
-from .base import EvaluationResult, FrameClaim, check_batch
+from inference.alignment import ClaimAligner
+from inference.evaluators.base import EvaluationResult, FrameClaim, check_batch
+from inference.io import rounded
+from inference.types import Chunk, ChunkEvidence
+from training.learned.model import is_yes_no_question
+from training.utils.text import normalize_text
 
 __all__ = ["LearnedEvaluator", "YES_NO"]
 
@@ -39,10 +38,10 @@ YES_NO = ("yes", "no")
 
 
 class LearnedEvaluator:
-    """Evaluator over a trained :class:`~training.model.EvidentialEvaluatorModel`.
+    """Evaluator over a trained :class:`~training.learned.model.EvidentialEvaluatorModel`.
 
     Args:
-        model: The model (see :func:`training.checkpoint.load_learned_model`).
+        model: The model (see :func:`training.learned.checkpoint.load_learned_model`).
         aligner: Claim aligner for extracted spans.
         support_threshold: Evidence at which a chunk counts as supporting its top claim.
         max_chunk_chars: Chunks are cut to this many characters (the encoder truncates tokens anyway).

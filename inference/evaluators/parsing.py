@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .contract import EVIDENCE_MAX
+from inference.evaluators.contract import EVIDENCE_MAX
 
 __all__ = ["ParsedDecision", "parse_decision"]
 

@@ -7,12 +7,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..alignment import ClaimAligner
-from ..backends.base import Backend, GenerationConfig
-from ..types import Chunk, ChunkEvidence
-from .base import EvaluationResult, build_frame, check_batch
-from .contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
-from .parsing import parse_decision
+from inference.alignment import ClaimAligner
+from inference.backends.base import Backend, GenerationConfig
+from inference.evaluators.base import EvaluationResult, build_frame, check_batch
+from inference.evaluators.contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
+from inference.evaluators.parsing import parse_decision
+from inference.types import Chunk, ChunkEvidence
 
 __all__ = ["PromptEvaluator"]
 

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from ..backends.base import Backend, BackendConfig
-from .base import (
+from inference.backends.base import Backend, BackendConfig
+from inference.generation.base import (
     GENERATORS,
     GenerationInput,
     GenerationOutput,
@@ -17,16 +17,16 @@ from .base import (
     ranked_claims,
     rendered_route,
 )
-from .config import GeneratorConfig
-from .llm import LLMGenerator, check_output
-from .prompt import (
+from inference.generation.config import GeneratorConfig
+from inference.generation.llm import LLMGenerator, check_output
+from inference.generation.prompt import (
     GENERATION_PROMPT_VERSION,
     ROUTE_INSTRUCTIONS,
     SYSTEM_PREAMBLE,
     build_generation_prompt,
     evidence_summary,
 )
-from .template import ABSTAIN_TEXT, TemplateGenerator, template_response
+from inference.generation.template import ABSTAIN_TEXT, TemplateGenerator, template_response
 
 __all__ = [
     "ABSTAIN_TEXT",

@@ -15,8 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from evidential import ROUTES
 from evidential.registry import Registry
-
-from ..types import Chunk, DataError
+from inference.types import Chunk, DataError
 
 __all__ = [
     "GENERATORS",

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evidential.errors import ConfigError
-
-from ..backends.base import BackendConfig, GenerationConfig
+from inference.backends.base import BackendConfig, GenerationConfig
 
 __all__ = ["GeneratorConfig"]
 
@@ -46,7 +45,7 @@ class GeneratorConfig:
     )
 
     def __post_init__(self) -> None:
-        from .base import GENERATORS
+        from inference.generation.base import GENERATORS
 
         if self.name not in GENERATORS:
             raise ConfigError(

@@ -7,9 +7,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..alignment import normalize_text
-from ..backends.base import Backend, BackendError, GenerationConfig, load_backend
-from .base import (
+from inference.alignment import normalize_text
+from inference.backends.base import Backend, BackendError, GenerationConfig, load_backend
+from inference.generation.base import (
     GENERATORS,
     GenerationInput,
     GenerationOutput,
@@ -17,8 +17,8 @@ from .base import (
     ranked_claims,
     rendered_route,
 )
-from .prompt import GENERATION_PROMPT_VERSION, build_generation_prompt
-from .template import TemplateGenerator
+from inference.generation.prompt import GENERATION_PROMPT_VERSION, build_generation_prompt
+from inference.generation.template import TemplateGenerator
 
 __all__ = ["MAX_REPETITION", "LLMGenerator", "check_output", "repetition_ratio"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 
-from ..backends.base import Prompt
-from ..evaluators.contract import chunk_field
-from ..types import Chunk
-from .base import GenerationInput, presented_claims, ranked_claims, rendered_route
+from inference.backends.base import Prompt
+from inference.evaluators.contract import chunk_field
+from inference.generation.base import GenerationInput, presented_claims, ranked_claims, rendered_route
+from inference.types import Chunk
 
 __all__ = [
     "GENERATION_PROMPT_VERSION",

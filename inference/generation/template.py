@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import (
+from inference.generation.base import (
     GENERATORS,
     GenerationInput,
     GenerationOutput,

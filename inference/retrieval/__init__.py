@@ -12,12 +12,18 @@ Heavy libraries (faiss, bm25s, sentence-transformers, datasets) are imported whe
 package (as :mod:`inference.config` does for :class:`RetrievalConfig`) stays cheap.
 """
 
-from .config import RetrievalConfig
-from .corpus import Document, documents_from_row, iter_documents, open_corpus
-from .index import IndexHandle, build_index, load_index
-from .models import BGE_EN_INSTRUCTION, Embedder, Reranker, default_query_instruction, import_flagembedding
-from .rank_fusion import reciprocal_rank_fusion
-from .retrievers import (
+from inference.retrieval.config import RetrievalConfig
+from inference.retrieval.corpus import Document, documents_from_row, iter_documents, open_corpus
+from inference.retrieval.index import IndexHandle, build_index, load_index
+from inference.retrieval.models import (
+    BGE_EN_INSTRUCTION,
+    Embedder,
+    Reranker,
+    default_query_instruction,
+    import_flagembedding,
+)
+from inference.retrieval.rank_fusion import reciprocal_rank_fusion
+from inference.retrieval.retrievers import (
     RETRIEVERS,
     BM25Retriever,
     DenseRetriever,
@@ -26,7 +32,7 @@ from .retrievers import (
     Retriever,
     build_retriever,
 )
-from .text import TextSpan, chunk_text, html_to_text, looks_like_html, token_windows
+from inference.retrieval.text import TextSpan, chunk_text, html_to_text, looks_like_html, token_windows
 
 __all__ = [
     "BGE_EN_INSTRUCTION",

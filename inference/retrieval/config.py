@@ -99,7 +99,7 @@ class RetrievalConfig:
     )
 
     def __post_init__(self) -> None:
-        from .retrievers import RETRIEVERS
+        from inference.retrieval.retrievers import RETRIEVERS
 
         if self.retriever not in RETRIEVERS:
             raise ConfigError(

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..io import iter_jsonl
-from ..types import DataError
-from .config import RetrievalConfig
-from .text import html_to_text, looks_like_html
+from inference.io import iter_jsonl
+from inference.retrieval.config import RetrievalConfig
+from inference.retrieval.text import html_to_text, looks_like_html
+from inference.types import DataError
 
 __all__ = [
     "CorpusSource",

@@ -33,12 +33,11 @@ from typing import Any
 import numpy as np
 
 from evidential.errors import ConfigError
-
-from ..io import write_json
-from ..types import Chunk, DataError
-from .corpus import CorpusSource, dumps_chunk, iter_documents, open_corpus
-from .models import Embedder
-from .text import chunk_text
+from inference.io import write_json
+from inference.retrieval.corpus import CorpusSource, dumps_chunk, iter_documents, open_corpus
+from inference.retrieval.models import Embedder
+from inference.retrieval.text import chunk_text
+from inference.types import Chunk, DataError
 
 __all__ = ["INDEX_FORMAT", "IndexHandle", "build_index", "load_index", "work_dir"]
 
@@ -224,7 +223,7 @@ def build_index(
     import faiss
     from tqdm.auto import tqdm
 
-    from ..config import RunConfig, to_dict
+    from inference.config import RunConfig, to_dict
 
     cfg = cfg if cfg is not None else RunConfig()
     rcfg = cfg.retrieval

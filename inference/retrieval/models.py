@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from evidential.errors import ConfigError
-
-from ..types import Chunk
+from inference.types import Chunk
 
 __all__ = [
     "BGE_EN_INSTRUCTION",
@@ -61,7 +60,7 @@ def resolve_model_path(model: str, field: str) -> str:
     """
     from pathlib import Path
 
-    from ..backends.models import BackendError, resolve_sentence_transformer
+    from inference.backends.models import BackendError, resolve_sentence_transformer
 
     try:
         path = resolve_sentence_transformer(model)

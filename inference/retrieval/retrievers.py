@@ -18,11 +18,10 @@ import numpy as np
 
 from evidential.errors import ConfigError
 from evidential.registry import Registry
-
-from ..types import Chunk
-from .index import IndexHandle, load_index
-from .models import Embedder, Reranker
-from .rank_fusion import reciprocal_rank_fusion
+from inference.retrieval.index import IndexHandle, load_index
+from inference.retrieval.models import Embedder, Reranker
+from inference.retrieval.rank_fusion import reciprocal_rank_fusion
+from inference.types import Chunk
 
 __all__ = [
     "RETRIEVERS",
@@ -243,7 +242,7 @@ def build_retriever(
         ConfigError: An unknown retriever, an embedder that differs from the index's, or a model that
             cannot be loaded.
     """
-    from ..config import RunConfig
+    from inference.config import RunConfig
 
     handle = index if isinstance(index, IndexHandle) else load_index(index)
     explicit = cfg is not None

@@ -19,8 +19,8 @@ from inference.cli_calibrate import calibrate, parse_data_spec
 from inference.config import load_config
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.types import ChunkEvidence
-from training.calibration import Calibration, CalibrationError, checkpoint_fingerprint
-from training.checkpoint import resolve_checkpoint
+from training.calibration.fit import Calibration, CalibrationError, checkpoint_fingerprint
+from training.learned.checkpoint import resolve_checkpoint
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]

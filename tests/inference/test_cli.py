@@ -4,7 +4,7 @@ from typer.testing import CliRunner
 
 import evidential
 from inference.cli import app
-from training.text import normalize_text
+from training.utils.text import normalize_text
 
 runner = CliRunner()
 

@@ -22,8 +22,8 @@ from inference.evaluation.datasets import (
     write_instances,
 )
 from inference.types import Chunk, DataError
-from training.data import split_by_question
-from training.datasets import build_dataset
+from training.data.annotated import split_by_question
+from training.data.benchmarks import build_dataset
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import training.metrics
+import training.utils.metrics
 from inference.evaluation.metrics import (
     CONFLICT_BEHAVIOURS,
     REFUSAL_DETECTOR_VERSION,
@@ -52,8 +52,8 @@ bools = st.lists(st.booleans(), min_size=0, max_size=40)
 
 
 def test_reexports_are_the_training_implementations():
-    assert expected_calibration_error is training.metrics.expected_calibration_error
-    assert strict_exact_match is training.metrics.strict_exact_match
+    assert expected_calibration_error is training.utils.metrics.expected_calibration_error
+    assert strict_exact_match is training.utils.metrics.strict_exact_match
     assert strict_exact_match(["Paris", "the Lyon"], ["paris", "lyon"], ["Nice"])
 
 

@@ -220,8 +220,8 @@ def test_prepare_instances_retrieves_once_from_an_index(tmp_path, ramdocs_index,
 def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
     """Corrective RAG (forced to its expansion branch), Self-RAG and an ablation run on real CRAG pages with
     the shared SmolLM2 and learned evaluator; the p-values compare against Corrective RAG."""
-    from inference.baselines.config import CorrectiveConfig
     from inference.config import load_config
+    from inference.rag.config import CorrectiveConfig
 
     cfg = load_config(
         None, [*SETTINGS, "k=2", "baselines.corrective.upper=0.999", "baselines.corrective.lower=0.998"]

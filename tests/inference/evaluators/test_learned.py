@@ -14,7 +14,7 @@ from inference.evaluators import EVALUATORS, LearnedEvaluator, build_evaluator
 from inference.evaluators.config import EvaluatorConfig
 from inference.ramdocs import load_ramdocs
 from inference.types import Chunk
-from training.checkpoint import load_learned_model
+from training.learned.checkpoint import load_learned_model
 
 
 @pytest.fixture(scope="module")

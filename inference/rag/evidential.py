@@ -1,0 +1,178 @@
+"""The EvidentialRAG pipeline: retrieve → rerank → batched evaluate → align → opinions → fuse → route → generate.
+
+:class:`EvidentialRAG` loads every model once (retriever, evaluator, generator; the prompt evaluator and the
+LLM generator share one backend when they name the same model) and answers one question or a batch. In
+batch mode the evaluator and the generator each make ONE batched call for all the questions, so the prompt
+evaluator + LLM generator cost ``k + 1`` logical decisions and 2 batched passes per query.
+
+The answer record is :func:`inference.answer.answer_record`'s (DESIGN.md §3) plus the generator's
+``response``/``cited_chunk_ids``/``generation`` block, ``retrieval`` (retriever, reranker — ``null`` with
+``reranked: false`` on the CPU default — and the retrieved chunks' ids and scores), per-stage ``timings``
+(``retrieve``, ``extract``, ``evaluate``, ``align``, ``fuse_route``, ``generate``), ``logical_decisions`` and
+``batched_passes`` (evaluator + generator).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from evidential import FusionConfig
+from evidential.errors import ConfigError
+from inference.answer import answer_record
+from inference.config import RunConfig
+from inference.evaluators import build_evaluator
+from inference.generation import (
+    attach_generation,
+    build_generator,
+    can_share_backend,
+    generation_input_from_record,
+)
+from inference.io import rounded
+from inference.types import Chunk
+
+__all__ = ["EvidentialRAG"]
+
+
+class EvidentialRAG:
+    """The full pipeline over one :class:`~inference.config.RunConfig`.
+
+    Args:
+        config: The run config (k, fusion, evaluator, generator, retrieval, models).
+        index: An index folder built by ``evidential-rag index`` (or ``None``: chunks are passed per question).
+        evaluator, generator, retriever: Already-built components (tests, servers); ``None`` builds them
+            from the config.
+
+    With ``config.calibration`` set, the calibration file is loaded once (and refused when fitted for another
+    evaluator, checkpoint or fusion setting, see :func:`inference.calibration.load_calibration`): its λ/τ1/τ2
+    replace the config's, the evidence is scaled (``e' = s · e^p``) before fusion, and every record gets
+    ``calibrated_confidence`` (the isotonic map of ``confidence``) and ``calibration`` (file, fingerprint).
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        index: str | Path | None = None,
+        *,
+        evaluator=None,
+        generator=None,
+        retriever=None,
+    ):
+        self.calibration = None
+        self.calibration_info: dict[str, Any] | None = None
+        if config.calibration is not None:
+            from inference.calibration import calibration_record, load_calibration
+
+            self.calibration = load_calibration(config.calibration, config)
+            self.calibration_info = calibration_record(self.calibration, config.calibration)
+            config = replace(config, fusion=replace(config.fusion, **self.calibration.fusion_overrides()))
+        self.config = config
+        self.timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        self.evaluator = evaluator if evaluator is not None else build_evaluator(config.evaluator)
+        self.timings["load_evaluator"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if generator is None:
+            shared = getattr(self.evaluator, "backend", None)
+            same = (
+                shared is not None
+                and config.evaluator.name == "prompt"
+                and can_share_backend(config.evaluator.backend, config.generator.backend)
+            )
+            generator = build_generator(config.generator, shared if same else None)
+        self.generator = generator
+        self.timings["load_generator"] = time.perf_counter() - t0
+        self.index = Path(index) if index is not None else None
+        self.retriever = retriever
+        if self.retriever is None and self.index is not None:
+            from inference.retrieval import build_retriever
+
+            t0 = time.perf_counter()
+            self.retriever = build_retriever(self.index, config)
+            self.timings["load_retriever"] = time.perf_counter() - t0
+
+    # ------------------------------------------------------------------------------------------------
+    def retrieve(self, questions: Sequence[str]) -> tuple[list[list[Chunk]], float]:
+        if self.retriever is None:
+            raise ConfigError(
+                "no index loaded: pass --index DIR (built by `evidential-rag index`) or give chunks"
+            )
+        t0 = time.perf_counter()
+        out = self.retriever.search_batch(list(questions), self.config.k)
+        return out, time.perf_counter() - t0
+
+    def ask(
+        self,
+        question: str,
+        chunks: Sequence[Chunk] | None = None,
+        candidates: Sequence[str] = (),
+        fusion: FusionConfig | None = None,
+    ) -> dict[str, Any]:
+        """Answer one question (``chunks`` given: no retrieval)."""
+        return self.ask_batch([question], [chunks] if chunks is not None else None, [candidates], fusion)[0]
+
+    def ask_batch(
+        self,
+        questions: Sequence[str],
+        chunks: Sequence[Sequence[Chunk] | None] | None = None,
+        candidates: Sequence[Sequence[str]] | None = None,
+        fusion: FusionConfig | None = None,
+    ) -> list[dict[str, Any]]:
+        """Answer a batch: one retrieval call, one batched evaluator call, one batched generator call."""
+        questions = list(questions)
+        for q in questions:
+            if not isinstance(q, str) or not q.strip():
+                raise ConfigError("every question must be a non-empty string")
+        k = self.config.k
+        fusion = fusion or self.config.fusion
+        given = list(chunks) if chunks is not None else [None] * len(questions)
+        if len(given) != len(questions):
+            raise ConfigError(f"got {len(questions)} questions but {len(given)} chunk lists")
+        need = [i for i, c in enumerate(given) if c is None]
+        per_query_retrieve = 0.0
+        rows: list[list[Chunk]] = [list(c)[:k] if c is not None else [] for c in given]
+        if need:
+            got, secs = self.retrieve([questions[i] for i in need])
+            per_query_retrieve = secs / len(need)
+            for i, cs in zip(need, got):
+                rows[i] = list(cs)[:k]
+        cands = [list(c) for c in candidates] if candidates is not None else [[] for _ in questions]
+        results = self.evaluator.evaluate_batch(questions, rows, cands)
+        cal = self.calibration
+        if cal is not None:
+            results = [replace(r, evidence=cal.apply_to_evidence(r.evidence)) for r in results]
+        records = [answer_record(res, fusion, q) for res, q in zip(results, questions)]
+        if cal is not None:
+            for rec in records:
+                rec["calibrated_confidence"] = rounded(cal.calibrated_confidence(rec["confidence"]))
+                rec["calibration"] = dict(self.calibration_info or {})
+        inputs = [generation_input_from_record(r, cs) for r, cs in zip(records, rows)]
+        outputs = self.generator.generate_batch(inputs)
+        info = dict(getattr(self.retriever, "info", {}) or {}) if self.retriever is not None else {}
+        out = []
+        for i, (rec, res, gen) in enumerate(zip(records, results, outputs)):
+            rec = attach_generation(rec, gen)
+            retrieved = i in need
+            rec["retrieval"] = {
+                "retrieved": retrieved,
+                "index": str(self.index) if retrieved and self.index is not None else None,
+                **(info if retrieved else {"retriever": None, "reranker": None, "reranked": False}),
+                "chunks": [
+                    {"id": c.id, "rank": c.rank, "score": c.score, "source": c.source} for c in rows[i]
+                ],
+            }
+            rec["timings"] = {"retrieve": rounded(per_query_retrieve if retrieved else 0.0), **rec["timings"]}
+            gen_decisions = 1 if gen.batched_passes else 0
+            rec["logical_decisions"] = res.logical_decisions + gen_decisions
+            rec["batched_passes"] = res.batched_passes + gen.batched_passes
+            rec["evaluator_passes"] = res.batched_passes
+            rec["k"] = k
+            out.append(rec)
+        return out
+
+    def with_fusion(self, **overrides: Any) -> FusionConfig:
+        """The pipeline's fusion config with some fields replaced (validated)."""
+        return replace(self.config.fusion, **overrides)

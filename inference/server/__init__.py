@@ -1,0 +1,1 @@
+"""The HTTP server: the FastAPI app around one loaded pipeline (``evidential-rag serve``)."""

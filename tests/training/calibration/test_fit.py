@@ -1,0 +1,365 @@
+"""The pure calibration math (training.calibration.fit): hand-computed cases, properties, the file format."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evidential import fuse, opinions_from_evidence, route
+from training.calibration.fit import (
+    CALIBRATION_FORMAT,
+    CALIBRATION_VERSION,
+    SCALE_GRID,
+    Calibration,
+    CalibrationData,
+    CalibrationError,
+    apply_evidence_transform,
+    checkpoint_fingerprint,
+    cross_validate,
+    evaluate_parameters,
+    fit_calibration,
+    fit_evidence_scale,
+    fit_isotonic,
+    fit_thresholds,
+    fold_of,
+    fused_outputs,
+)
+from training.trainer.trainer import QueryExample, expected_route, score_outcomes
+
+
+def _single(evidences, gold, expected):
+    """Queries of one chunk each: evidence rows, gold claim lists and expected route names."""
+    return CalibrationData.from_queries(
+        [torch.tensor([row], dtype=torch.float64) for row in evidences], gold, expected
+    )
+
+
+# ---- transform and data --------------------------------------------------------------------------------
+def test_evidence_transform_hand_values():
+    e = torch.tensor([[4.0, 0.0], [1.0, 9.0]], dtype=torch.float64)
+    assert torch.equal(apply_evidence_transform(e), e)  # identity
+    assert apply_evidence_transform(e, 2.0, 0.5).tolist() == [[4.0, 0.0], [2.0, 6.0]]  # 2 · √e
+    assert apply_evidence_transform(e, 0.5, 2.0).tolist() == [[8.0, 0.0], [0.5, 40.5]]  # zero stays zero
+    for bad in ((0.0, 1.0), (1.0, 0.0), (-1.0, 1.0), (math.inf, 1.0), (1.0, math.nan)):
+        with pytest.raises(CalibrationError, match="scale and power"):
+            apply_evidence_transform(e, *bad)
+
+
+def test_calibration_data_pads_and_checks():
+    d = CalibrationData.from_queries(
+        [torch.tensor([[1.0, 0.0, 2.0]]), torch.tensor([[3.0], [0.0]])],
+        [[2], None],
+        ["direct", "abstain"],
+        ["q1", "q2"],
+    )
+    assert d.evidence.shape == (2, 2, 3) and len(d) == 2
+    assert d.chunk_mask.tolist() == [[True, False], [True, True]]
+    assert d.claim_mask.tolist() == [[True, True, True], [True, False, False]]
+    assert d.gold.tolist() == [[False, False, True], [False, False, False]]
+    assert d.has_gold.tolist() == [True, False] and d.expected.tolist() == [0, 2]
+    assert d.subset([1]).keys == ["q2"]
+    with pytest.raises(CalibrationError, match="unknown expected route"):
+        CalibrationData.from_queries([torch.ones(1, 1)], [[0]], ["maybe"])
+    with pytest.raises(CalibrationError, match="gold index 3"):
+        CalibrationData.from_queries([torch.ones(1, 2)], [[3]], ["direct"])
+    with pytest.raises(CalibrationError, match="non-negative"):
+        CalibrationData.from_queries([-torch.ones(1, 2)], [[0]], ["direct"])
+
+
+def test_fused_outputs_design_vector_and_scale_sweep():
+    # DESIGN.md test vector: b¹ = (0.6, 0), b² = (0, 0.6), u = 0.4 → Yager b = (0.24, 0.24), U = 0.52
+    d = CalibrationData.from_queries([torch.tensor([[3.0, 0.0], [0.0, 3.0]])], [[0]], ["conflict"])
+    res, conf, correct = fused_outputs(d, 1.0, 1.0, lam=1.0)
+    assert res.uncertainty.item() == pytest.approx(0.52) and conf.item() == pytest.approx(0.24)
+    assert correct.tolist() == [True]  # ties select the first claim, which is gold
+    # scale 0.5 on e = 3 is e = 1.5: b = 1.5 / 3.5 per chunk
+    res, conf, _ = fused_outputs(d, 0.5, 1.0, lam=1.0)
+    b, u = 1.5 / 3.5, 2 / 3.5
+    assert res.uncertainty.item() == pytest.approx(u * u + b * b)  # h + K (Yager)
+    # a tensor of scales fuses the sweep in one call, equal to one call per scale
+    scales = torch.tensor([0.25, 1.0, 4.0], dtype=torch.float64)
+    res_s, conf_s, _ = fused_outputs(d, scales, 1.0, lam=0.6)
+    for i, s in enumerate(scales.tolist()):
+        r, c, _ = fused_outputs(d, s, 1.0, lam=0.6)
+        assert res_s.uncertainty[i].item() == pytest.approx(r.uncertainty.item())
+        assert conf_s[i].item() == pytest.approx(c.item())
+
+
+# ---- the evidence scale ----------------------------------------------------------------------------------
+def test_fit_evidence_scale_hand_computed():
+    # one chunk, evidence (1, 0) over 2 claims: confidence = s / (s + 2). 4 of 5 queries correct → the NLL
+    # optimum is confidence 0.8, i.e. s = 8 = 2^(12/4), on the grid; the power cannot matter (1^p = 1), so
+    # the tie goes to p = 1.
+    d = _single([[1.0, 0.0]] * 5, [[0], [0], [0], [0], [1]], ["direct"] * 5)
+    fit = fit_evidence_scale(d, lam=0.6)
+    assert (fit.scale, fit.power) == (8.0, 1.0)
+    assert fit.nll == pytest.approx(-(0.8 * math.log(0.8) + 0.2 * math.log(0.2)))
+    assert fit.nll_identity == pytest.approx(-(0.8 * math.log(1 / 3) + 0.2 * math.log(2 / 3)))
+    # half right: the optimum is confidence 0.5, s = 2
+    d = _single([[1.0, 0.0]] * 4, [[0], [1], [0], [1]], ["direct"] * 4)
+    assert fit_evidence_scale(d).scale == 2.0
+    # all right: as sure as the grid allows
+    assert fit_evidence_scale(_single([[1.0, 0.0]] * 3, [[0]] * 3, ["direct"] * 3)).scale == max(SCALE_GRID)
+    # no gold reference: nothing to fit
+    fit = fit_evidence_scale(_single([[1.0, 0.0]], [None], ["direct"]))
+    assert (fit.scale, fit.power, fit.fitted) == (1.0, 1.0, False)
+
+
+def test_fit_evidence_scale_power_sharpens_spread_evidence():
+    # evidence (4, 1) over 2 claims, right 95 % of the time: a power > 1 lowers the runner-up's share, which
+    # a scale alone cannot do; the fitted power must be > 1 and beat the best scale-only NLL
+    d = _single([[4.0, 1.0]] * 20, [[0]] * 19 + [[1]], ["direct"] * 20)
+    with_power = fit_evidence_scale(d)
+    scale_only = fit_evidence_scale(d, powers=(1.0,))
+    assert with_power.power >= 1.0 and with_power.nll <= scale_only.nll
+
+
+# ---- thresholds --------------------------------------------------------------------------------------
+def test_fit_thresholds_hand_computed():
+    # one chunk, one claim: U = 1 / (e + 1) → U = 0.1, 0.2, 0.5, 1.0 (λ plays no part)
+    ev = [[9.0], [4.0], [1.0], [0.0]]
+    d = _single(ev, [[0]] * 4, ["direct", "direct", "conflict", "abstain"])
+    fit = fit_thresholds(d, prior=(0.6, 0.35, 0.65))
+    assert (fit.lam, fit.tau1, fit.tau2, fit.route_accuracy) == (0.6, 0.35, 0.65, 1.0)  # prior kept
+    fit = fit_thresholds(d, prior=(0.6, 0.3, 0.7))
+    assert (fit.tau1, fit.tau2) == (0.3, 0.7)
+    # U = 0.4 should answer directly: τ1 must exceed 0.4; the closest grid value to the prior is 0.425
+    ev = [[9.0], [1.5], [1.0], [0.0]]  # U = 0.1, 0.4, 0.5, 1.0
+    d = _single(ev, [[0]] * 4, ["direct", "direct", "conflict", "abstain"])
+    fit = fit_thresholds(d, prior=(0.6, 0.35, 0.65))
+    assert (fit.tau1, fit.tau2, fit.route_accuracy) == (0.425, 0.65, 1.0)
+    # the same data routed with the fitted values agrees with evidential.route
+    res = fuse(opinions_from_evidence(torch.tensor([[1.5]])), lam=fit.lam)
+    assert route(res, fit.tau1, fit.tau2).names == "direct"
+    with pytest.raises(CalibrationError, match="unknown routing policy"):
+        fit_thresholds(d, policy="nope")
+
+
+def test_fit_thresholds_lambda_breaks_ties_by_ece():
+    # two chunks that disagree (3, 0) / (0, 3), the first is gold: confidence depends on λ, U too. All
+    # expected routes are "conflict", which some threshold pair reaches for every λ → route accuracy ties
+    # at 1 and λ is chosen by the ECE: the confidence closest to 1 (always right) is λ = 0 (max singletons).
+    ev = torch.tensor([[3.0, 0.0], [0.0, 3.0]], dtype=torch.float64)
+    d = CalibrationData.from_queries([ev] * 3, [[0]] * 3, ["conflict"] * 3)
+    fit = fit_thresholds(d, prior=(0.6, 0.35, 0.65))
+    assert fit.route_accuracy == 1.0 and fit.lam == 0.0
+    eces = {lam: evaluate_parameters(d, lam=lam)["ece"] for lam in (0.0, 0.5, 1.0)}
+    assert fit.ece == pytest.approx(eces[0.0]) and eces[0.0] < eces[0.5] < eces[1.0]
+    # other rules do not search λ
+    assert fit_thresholds(d, rule="yager", prior=(0.6, 0.35, 0.65)).lam == 0.6
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.floats(0, 8, allow_nan=False), min_size=2, max_size=2),
+            st.lists(st.floats(0, 8, allow_nan=False), min_size=2, max_size=2),
+            st.sampled_from(["direct", "conflict", "abstain"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_fit_thresholds_is_the_grid_optimum(rows):
+    evs = [torch.tensor([a, b], dtype=torch.float64) for a, b, _ in rows]
+    d = CalibrationData.from_queries(evs, [[0]] * len(rows), [r for *_, r in rows])
+    lams, taus = (0.0, 0.5, 1.0), (0.0, 0.25, 0.5, 0.75, 1.0)
+    fit = fit_thresholds(d, lams=lams, taus=taus, prior=(0.5, 0.25, 0.75), data_thresholds=False)
+    # brute force with evidential.fuse / evidential.route, one query at a time
+    fused = {lam: [fuse(opinions_from_evidence(e), lam=lam) for e in evs] for lam in lams}
+    best = max(
+        sum(route(r, a, b).names == want for r, (*_, want) in zip(fused[lam], rows))
+        for lam in lams
+        for a in taus
+        for b in taus
+        if a < b
+    )
+    assert fit.route_accuracy == pytest.approx(best / len(rows))
+    got = sum(route(r, fit.tau1, fit.tau2).names == want for r, (*_, want) in zip(fused[fit.lam], rows))
+    assert got == best
+
+
+# ---- isotonic ----------------------------------------------------------------------------------------
+def test_fit_isotonic_hand_computed_and_applied():
+    iso = fit_isotonic([0.2, 0.4, 0.6, 0.8], [False, True, False, True])
+    cal = Calibration(evaluator="learned", isotonic=iso)
+    # the violating pair (0.4 → 1, 0.6 → 0) pools to 0.5
+    assert [cal.calibrated_confidence(x) for x in (0.2, 0.4, 0.5, 0.6, 0.8)] == pytest.approx(
+        [0.0, 0.5, 0.5, 0.5, 1.0]
+    )
+    assert cal.calibrated_confidence(0.95) == 1.0 and cal.calibrated_confidence(0.1) == 0.0  # clipped
+    assert cal.calibrated_confidence(0.0) == 0.0  # nothing selected stays 0
+    assert cal.calibrated_confidence(torch.tensor([0.3, 0.7])).tolist() == pytest.approx([0.25, 0.75])
+    assert Calibration(evaluator="learned").calibrated_confidence(0.37) == 0.37  # identity without a map
+    with pytest.raises(CalibrationError, match="at least 2"):
+        fit_isotonic([0.5], [True])
+    with pytest.raises(CalibrationError, match="--no-isotonic"):
+        fit_isotonic([0.5, 0.5], [True, False])
+
+
+@given(
+    st.lists(st.tuples(st.floats(0.01, 1), st.booleans()), min_size=2, max_size=30),
+    st.lists(st.floats(0.001, 1), min_size=1, max_size=10),
+)
+def test_isotonic_breakpoints_reproduce_sklearn(samples, queries):
+    from sklearn.isotonic import IsotonicRegression
+
+    x = [c for c, _ in samples]
+    y = [float(ok) for _, ok in samples]
+    if len(set(x)) < 2:
+        return
+    iso = fit_isotonic(x, y)
+    ref = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(x, y)
+    cal = Calibration(evaluator="prompt", isotonic=iso)
+    got = [cal.calibrated_confidence(q) for q in queries]
+    assert got == pytest.approx(ref.predict(np.array(queries)).tolist(), abs=1e-9)
+    assert all(a <= b + 1e-12 for a, b in zip(sorted(got), sorted(got)[1:]))
+
+
+# ---- the whole fit, evaluation and cross-validation ------------------------------------------------------
+def _random_data(n=40, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    evs, gold, exp = [], [], []
+    for i in range(n):
+        k, m = 1 + i % 4, 2 + i % 3
+        evs.append(torch.rand(k, m, generator=g, dtype=torch.float64) * 4)
+        gold.append([i % m] if i % 5 else None)
+        exp.append(("direct", "conflict", "abstain")[i % 3])
+    return CalibrationData.from_queries(evs, gold, exp, [f"q{i}" for i in range(n)])
+
+
+def test_fit_calibration_is_deterministic_and_complete():
+    d = _random_data()
+    a, b = fit_calibration(d), fit_calibration(d)
+    assert a == b
+    assert set(a) >= {"scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic", "fit"}
+    assert a["scale"] in SCALE_GRID and 0 <= a["tau1"] < a["tau2"] <= 1 and a["isotonic"] is not None
+    after = evaluate_parameters(d, **{k: a[k] for k in ("scale", "power", "lam", "tau1", "tau2", "isotonic")})
+    # the thresholds search includes (scale, power, prior λ/τ): the in-sample route accuracy cannot be worse
+    at_prior = evaluate_parameters(d, scale=a["scale"], power=a["power"])
+    assert after["route_accuracy"] >= at_prior["route_accuracy"]
+    assert after["route_accuracy"] == pytest.approx(a["fit"]["route_accuracy"])
+    assert fit_calibration(d, isotonic=False)["isotonic"] is None
+
+
+def test_fold_of_and_cross_validation():
+    keys = [f"q{i}" for i in range(23)]
+    folds = fold_of(keys, 5)
+    assert fold_of(keys, 5) == folds and sorted(set(folds)) == [0, 1, 2, 3, 4]
+    assert max(folds.count(f) for f in range(5)) - min(folds.count(f) for f in range(5)) <= 1
+    d = _random_data(30)
+    cv = cross_validate(d, 3)
+    assert cv == cross_validate(d, 3)  # deterministic
+    assert (
+        cv["queries"] == 30 and len(cv["per_fold"]) == 3 and sum(f["queries"] for f in cv["per_fold"]) == 30
+    )
+    assert 0 <= cv["route_accuracy"] <= 1 and 0 <= cv["ece"] <= 1
+    assert len(cv["_confidence"]) == cv["queries_with_gold"] == int(d.has_gold.sum())
+    with pytest.raises(CalibrationError, match="folds"):
+        cross_validate(d, 1)
+
+
+def test_batched_metrics_equal_score_outcomes():
+    """The grid's batched scoring agrees with the trainer's per-query training.trainer.trainer.score_outcomes."""
+    g = torch.Generator().manual_seed(3)
+    outcomes = []
+    for i in range(25):
+        k, m = 1 + i % 5, 2 + i % 3
+        labels = [(j + i) % m if (i + j) % 3 else None for j in range(k)]
+        gold = [i % m] if i % 4 else None
+        ex = QueryExample(
+            key=f"q{i}",
+            query=f"question {i}?",
+            chunks=[f"c{j}" for j in range(k)],
+            claims=[f"a{j}" for j in range(m)],
+            labels=labels,
+            gold=gold,
+            doc_types=[None] * k,
+            source="ramdocs",
+        )
+        outcomes.append((ex, torch.rand(k, m, generator=g, dtype=torch.float64) * 3))
+    d = CalibrationData.from_examples(outcomes)
+    assert d.expected.tolist() == [
+        ("direct", "conflict", "abstain").index(expected_route(ex)) for ex, _ in outcomes
+    ]
+    for lam, t1, t2, policy in (
+        (0.6, 0.35, 0.65, "paper"),
+        (0.2, 0.1, 0.5, "decomposed"),
+        (1.0, 0.4, 0.9, "paper"),
+    ):
+        ref = score_outcomes(outcomes, 1.0, lam, "lambda", (t1, t2), policy)
+        got = evaluate_parameters(d, lam=lam, tau1=t1, tau2=t2, policy=policy)
+        assert got["route_accuracy"] == pytest.approx(ref["route_accuracy"])
+        assert got["ece"] == pytest.approx(ref["ece"]) and got["selected_accuracy"] == pytest.approx(
+            ref["selected_accuracy"]
+        )
+        assert got["routes"] == {r: ref["routes"].get(r, 0) for r in ("direct", "conflict", "abstain")}
+
+
+# ---- the file ------------------------------------------------------------------------------------------
+def test_calibration_round_trip_and_refusals():
+    cal = Calibration(
+        evaluator="learned",
+        scale=2.0,
+        power=1.25,
+        lam=0.3,
+        tau1=0.2,
+        tau2=0.7,
+        isotonic={"x": [0.1, 0.9], "y": [0.2, 0.95]},
+        evaluator_info={"checkpoint": "ckpt", "fingerprint": "sha256:ab"},
+        data={"queries": 3},
+        metrics={"before": {"ece": 0.4}},
+        extra={"command": "evidential-rag calibrate"},
+    )
+    d = json.loads(json.dumps(cal.to_dict()))
+    assert d["format"] == CALIBRATION_FORMAT and d["version"] == CALIBRATION_VERSION
+    assert d["evaluator"] == {"name": "learned", "checkpoint": "ckpt", "fingerprint": "sha256:ab"}
+    back = Calibration.from_dict(d)
+    assert back == cal and back.fingerprint == "sha256:ab"
+    assert back.fusion_overrides() == {"lam": 0.3, "tau1": 0.2, "tau2": 0.7}
+    assert back.apply_to_evidence(torch.tensor([[4.0]])).item() == pytest.approx(2.0 * 4**1.25)
+    bad = [
+        ({"format": "other"}, "not a calibration file"),
+        ({"version": 99}, "version 99 is not supported"),
+        ({"parameters": {**d["parameters"], "tau1": 0.8}}, "tau1 < tau2"),
+        ({"parameters": {**d["parameters"], "scale": -1}}, "parameters.scale"),
+        ({"parameters": {**d["parameters"], "lam": "x"}}, "parameters.lam"),
+        ({"parameters": {k: v for k, v in d["parameters"].items() if k != "power"}}, "parameters.power"),
+        ({"parameters": {**d["parameters"], "isotonic": {"x": [0.5, 0.1], "y": [0, 1]}}}, "non-decreasing"),
+        ({"parameters": {**d["parameters"], "policy": "nope"}}, "routing policy"),
+        ({"evaluator": "learned"}, "'evaluator'"),
+    ]
+    for change, msg in bad:
+        with pytest.raises(CalibrationError, match=msg):
+            Calibration.from_dict({**d, **change})
+    with pytest.raises(CalibrationError, match="not a calibration file"):
+        Calibration.from_dict([1, 2])
+
+
+def test_checkpoint_fingerprint(tmp_path):
+    ck = tmp_path / "ck"
+    (ck / "adapter").mkdir(parents=True)
+    (ck / "learned_config.json").write_text('{"encoder": "x"}')
+    (ck / "heads.safetensors").write_bytes(b"\x00\x01heads")
+    (ck / "adapter" / "adapter_model.safetensors").write_bytes(b"lora")
+    (ck / "adapter" / "README.md").write_text("generated")
+    fp = checkpoint_fingerprint(ck)
+    assert fp.startswith("sha256:") and len(fp) == 7 + 64
+    copy = tmp_path / "copy"
+    shutil.copytree(ck, copy)
+    (copy / "adapter" / "README.md").write_text("another generated card")  # not part of the weights
+    (copy / "model_card.json").write_text("{}")
+    assert checkpoint_fingerprint(copy) == fp
+    (copy / "adapter" / "adapter_model.safetensors").write_bytes(b"LORA")
+    assert checkpoint_fingerprint(copy) != fp
+    (ck / "heads.safetensors").unlink()
+    with pytest.raises(CalibrationError, match="missing"):
+        checkpoint_fingerprint(ck)

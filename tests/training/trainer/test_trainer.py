@@ -1,0 +1,175 @@
+"""Training end to end on real RAMDocs records with a tiny encoder: metrics, checkpoints, crash + resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from safetensors.torch import load_file
+
+from evidential.errors import ConfigError
+from training.learned.checkpoint import load_learned_model
+from training.trainer.config import load_train_config
+from training.trainer.trainer import EvidentialTrainer, QueryExample, expected_route
+
+from .conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def ramdocs(shared_data):
+    return shared_data / "ramdocs" / "RAMDocs_test.jsonl"
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_encoder, ramdocs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("train")
+    cfg = load_train_config(tiny_config(tiny_encoder, ramdocs, out))
+    result = EvidentialTrainer(cfg, out / "run", command="test", progress=False).train()
+    return out, cfg, result
+
+
+def test_training_writes_metrics_and_a_loadable_checkpoint(trained):
+    out, cfg, result = trained
+    run = out / "run"
+    for key in (
+        "loss",
+        "claim_accuracy",
+        "ece",
+        "route_accuracy",
+        "strict_em_ramdocs",
+        "mean_evidence_correct",
+    ):
+        assert key in result
+    assert 0 <= result["claim_accuracy"] <= 1 and 0 <= result["ece"] <= 1
+    assert result["epochs_run"] == 2 and result["train_queries"] + result["validation_queries"] == 12
+    assert not (run / "last").exists()  # removed when training finished
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+    card = json.loads((run / "best" / "model_card.json").read_text())
+    assert card["command"] == "test" and card["validation_metrics"]["loss"] == min(r["loss"] for r in log)
+    assert set(card["versions"]) == {"torch", "transformers", "peft"}
+    model = load_learned_model(run)  # a training output folder resolves to best/
+    assert not model.training
+    ev = model.evidence_matrices(["Who?"], [["Some text."]], [["A", "B"]])[0]
+    assert ev.shape == (1, 2) and bool((ev >= 0).all())
+
+
+def test_adapter_loads_with_peft(trained, tiny_encoder):
+    from peft import PeftModel
+    from transformers import AutoModel
+
+    out, _, _ = trained
+    base = AutoModel.from_pretrained(tiny_encoder)
+    peft_model = PeftModel.from_pretrained(base, str(out / "run" / "best" / "adapter"))
+    assert any("lora_A" in n for n, _ in peft_model.named_parameters())
+    heads = load_file(str(out / "run" / "best" / "heads.safetensors"))
+    assert {k.split(".")[0] for k in heads} == {"proj", "attn_query", "evidence_head", "span_head"}
+
+
+def test_refuses_to_overwrite_or_resume_wrongly(trained):
+    out, cfg, _ = trained
+    with pytest.raises(ConfigError, match="training already finished"):
+        EvidentialTrainer(cfg, out / "run", progress=False).train(resume=True)
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        EvidentialTrainer(cfg, out / "empty", progress=False).train(resume=True)
+
+
+def test_query_targets_and_expected_routes():
+    ex = QueryExample(
+        "k", "q", ["a", "b", "c"], ["G1", "G2", "W"], [0, 2, None], [0, 1], [None] * 3, "ramdocs"
+    )
+    assert ex.query_target().tolist() == [1.0, 0.0, 0.0, 0.0]  # only the supported gold claim
+    assert expected_route(ex) == "direct"  # misinformation next to one gold claim: discount it
+    ex.labels = [0, 1, None]
+    assert ex.query_target().tolist() == [0.5, 0.5, 0.0, 0.0] and expected_route(ex) == "conflict"
+    ex.labels = [None, None, None]
+    assert ex.query_target().tolist() == [0.0, 0.0, 0.0, 1.0] and expected_route(ex) == "abstain"
+    ex.gold, ex.labels = None, [0, 1, None]  # a real conflict without a gold reference
+    assert ex.query_target().tolist() == [0.0, 0.0, 0.0, 1.0] and expected_route(ex) == "conflict"
+
+
+def _train_cmd(config, output, *extra):
+    code = "from inference.cli import app; app()"
+    return [
+        sys.executable,
+        "-c",
+        code,
+        "train",
+        "--config",
+        str(config),
+        "--output",
+        str(output),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def test_kill_mid_epoch_and_resume(tiny_encoder, ramdocs, tmp_path):
+    """SIGKILL a real training process mid-epoch, resume it, and get the uninterrupted run's weights."""
+    cfg_path = tiny_config(
+        tiny_encoder,
+        ramdocs,
+        tmp_path,
+        epochs=3,
+        limit=24,
+    )
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen(
+        _train_cmd(cfg_path, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    state_file = out / "last" / "trainer_state.json"
+    killed_at = None
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if state_file.is_file():
+            try:
+                state = json.loads(state_file.read_text())
+            except (json.JSONDecodeError, OSError):
+                state = {}
+            if state.get("global_step", 0) >= 2 and state.get("step_in_epoch", 0) > 0:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                killed_at = state["global_step"]
+                break
+        time.sleep(0.01)
+    assert killed_at is not None, (
+        f"training ended before it could be killed: {proc.communicate()[0][-2000:]!r}"
+    )
+    # the last checkpoint is intact and loadable; no finished model claims to exist yet
+    state = json.loads(state_file.read_text())
+    assert state["global_step"] >= killed_at and not state["finished"]
+    load_learned_model(out / "last", trainable=True)
+    # without --resume the command refuses to clobber the unfinished run
+    refused = subprocess.run(_train_cmd(cfg_path, out), env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "pass --resume" in refused.stderr
+    done = subprocess.run(_train_cmd(cfg_path, out, "--resume"), env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    resumed = json.loads((out / "metrics.json").read_text())
+    # the same run without interruption, in-process
+    cfg = load_train_config(cfg_path)
+    full = EvidentialTrainer(cfg, tmp_path / "full", progress=False).train()
+    assert resumed["global_step"] == full["global_step"]
+    assert resumed["loss"] == pytest.approx(full["loss"], rel=1e-4)
+    a = load_file(str(out / "best" / "heads.safetensors"))
+    b = load_file(str(tmp_path / "full" / "best" / "heads.safetensors"))
+    diff = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert diff == 0.0, diff  # bit-exact: optimizer, scheduler and RNG states are restored
+
+
+def test_bad_config_is_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: [{name: nope, path: x}]\n")
+    res = subprocess.run(
+        _train_cmd(bad, tmp_path / "o"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert res.returncode == 2
+    assert "data[].name must be 'annotated' or one of" in res.stderr

@@ -1,0 +1,770 @@
+"""Calibration of an evaluator's evidence, of λ and of the routing thresholds (pure fitting logic).
+
+Tensors in, parameters out; no model calls. ``evidential-rag calibrate`` (:mod:`inference.cli_calibrate`)
+runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`` in a
+:class:`CalibrationData` and fits, on those cached tensors only (every candidate setting is one batched
+:func:`evidential.fuse` call over all queries):
+
+1. **Evidence scale and power** (:func:`fit_evidence_scale`): ``e' = s · e^p`` (Eqs 2–6 then see ``e'``).
+   In log-evidence space this is the affine map ``log e' = p · log e + log s``: ``s`` shifts every chunk's
+   evidence (more or less vacuity ``u = M / S``), ``p`` is a temperature on log-evidence (``p > 1``
+   sharpens a chunk's evidence toward its top claim, ``p < 1`` flattens it; ``e = 0`` stays 0, so
+   ignorance stays ignorance and no evidence is created). ``p`` is worth fitting because an evidential
+   head (softplus) gives every listed claim some evidence, and that spread is what fusion sees as conflict;
+   a single scale cannot change it. Objective: the mean log loss (NLL) of the Eq 27 confidence
+   ``max_j m⁽ᵏ⁾({a_j})`` against "the selected claim is a gold claim", over queries with a gold reference,
+   at the configured λ — a proper scoring rule (temperature scaling, Guo et al. 2017), smooth in the
+   parameters and free of the binning that makes ECE a noisy objective on ~100 queries.
+2. **λ and (τ1, τ2)** (:func:`fit_thresholds`), with the scale fixed: a grid search maximizing route
+   accuracy against :func:`training.trainer.trainer.expected_route` (the behaviour the labels call for), ties
+   broken by the ECE (15 equal-width bins) of the fused confidence, then by closeness to the configured
+   (λ, τ1, τ2) — with no evidence to prefer one setting the prior (paper defaults) stays. λ is searched
+   only for the ``lambda`` rule (``yager`` fixes λ = 1, ``dempster`` has none).
+3. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
+   P(selected claim is gold) (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
+   by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
+
+:func:`evaluate_parameters` scores any setting (route accuracy, ECE, NLL, Brier, selected-claim accuracy)
+and :func:`cross_validate` gives an honest estimate: every query is scored by parameters fitted on the
+other folds. Every search is exhaustive over fixed grids with deterministic tie-breaking, so fitting is
+deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from evidential import fuse, opinions_from_evidence
+from evidential.errors import EvidentialError
+from evidential.fusion import FUSION_RULES
+from evidential.routing import ROUTES, ROUTING_POLICIES
+from training.utils.metrics import expected_calibration_error
+
+__all__ = [
+    "CALIBRATION_FORMAT",
+    "CALIBRATION_VERSION",
+    "LAM_GRID",
+    "POWER_GRID",
+    "SCALE_GRID",
+    "TAU_GRID",
+    "Calibration",
+    "CalibrationData",
+    "CalibrationError",
+    "ScaleFit",
+    "ThresholdFit",
+    "apply_evidence_transform",
+    "checkpoint_fingerprint",
+    "cross_validate",
+    "describe_identity",
+    "evaluate_parameters",
+    "fit_calibration",
+    "fit_evidence_scale",
+    "fit_isotonic",
+    "fit_thresholds",
+    "fold_of",
+    "fused_outputs",
+]
+
+CALIBRATION_FORMAT = "evidential-rag-calibration"
+CALIBRATION_VERSION = 1
+
+#: Evidence scales searched: 2^(i/4), i = -24..24 (1/64 … 64, geometric).
+SCALE_GRID: tuple[float, ...] = tuple(2.0 ** (i / 4) for i in range(-24, 25))
+#: Evidence powers searched when the power is fitted (1.0 = scale only).
+POWER_GRID: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+#: λ searched for the ``lambda`` rule: 0, 0.05, …, 1.
+LAM_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(21))
+#: Thresholds searched: 0, 0.025, …, 1 (pairs with τ1 < τ2).
+TAU_GRID: tuple[float, ...] = tuple(round(i * 0.025, 4) for i in range(41))
+
+_NLL_EPS = 1e-6
+_ROUTE_ID = {name: i for i, name in enumerate(ROUTES)}
+
+
+class CalibrationError(EvidentialError):
+    """A calibration that cannot be fitted, read or applied; the message says what to do."""
+
+
+# ---- data ----------------------------------------------------------------------------------------------
+@dataclass
+class CalibrationData:
+    """Cached evaluator outputs of the calibration queries, padded into one batch.
+
+    Attributes:
+        evidence: Raw evaluator evidence ``[B, k, M]`` (float64, zero at padding).
+        chunk_mask: Bool ``[B, k]`` of real chunks; ``claim_mask``: bool ``[B, M]`` of real claims.
+        gold: Bool ``[B, M]``: claim ``j`` is a gold answer of query ``b``.
+        has_gold: Bool ``[B]``: the query has a gold reference (ECE, NLL and isotonic use only these).
+        expected: Long ``[B]``: the expected route id (0 direct, 1 conflict, 2 abstain).
+        keys: One id per query (fold assignment, reports).
+    """
+
+    evidence: torch.Tensor
+    chunk_mask: torch.Tensor
+    claim_mask: torch.Tensor
+    gold: torch.Tensor
+    has_gold: torch.Tensor
+    expected: torch.Tensor
+    keys: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
+        if self.evidence.ndim != 3:
+            raise CalibrationError(f"evidence must be [B, k, M]; got shape {tuple(self.evidence.shape)}")
+        k, m = self.evidence.shape[1:]
+        for name, t, shape in (
+            ("chunk_mask", self.chunk_mask, (b, k)),
+            ("claim_mask", self.claim_mask, (b, m)),
+            ("gold", self.gold, (b, m)),
+            ("has_gold", self.has_gold, (b,)),
+            ("expected", self.expected, (b,)),
+        ):
+            if tuple(t.shape) != shape:
+                raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
+        if not self.keys:
+            self.keys = [str(i) for i in range(b)]
+        if len(self.keys) != b:
+            raise CalibrationError(f"got {len(self.keys)} keys for {b} queries")
+        if b and bool(((self.evidence < 0) | ~torch.isfinite(self.evidence)).any()):
+            raise CalibrationError("evidence must be finite and non-negative")
+
+    def __len__(self) -> int:
+        return int(self.evidence.shape[0])
+
+    @classmethod
+    def from_queries(
+        cls,
+        evidence: Sequence[torch.Tensor],
+        gold: Sequence[Sequence[int] | None],
+        expected: Sequence[str],
+        keys: Sequence[str] | None = None,
+    ) -> CalibrationData:
+        """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
+        expected route names."""
+        from evidential import pad_evidence
+
+        if not (len(evidence) == len(gold) == len(expected)):
+            raise CalibrationError("evidence, gold and expected routes must have one entry per query")
+        widths = [int(e.shape[1]) if e.ndim == 2 else 0 for e in evidence]
+        ev, claim_mask, chunk_mask = pad_evidence(
+            [torch.as_tensor(e, dtype=torch.float64) for e in evidence],
+            num_claims=widths,
+            dtype=torch.float64,
+        )
+        g = torch.zeros(claim_mask.shape, dtype=torch.bool)
+        for b, idx in enumerate(gold):
+            for j in idx or []:
+                if not 0 <= j < widths[b]:
+                    raise CalibrationError(f"query {b}: gold index {j} outside its {widths[b]} claims")
+                g[b, j] = True
+        unknown = sorted(set(expected) - set(_ROUTE_ID))
+        if unknown:
+            raise CalibrationError(f"unknown expected route {unknown[0]!r}; routes are {', '.join(ROUTES)}")
+        return cls(
+            evidence=ev,
+            chunk_mask=chunk_mask,
+            claim_mask=claim_mask,
+            gold=g,
+            has_gold=torch.tensor([bool(x) for x in gold], dtype=torch.bool),
+            expected=torch.tensor([_ROUTE_ID[r] for r in expected], dtype=torch.long),
+            keys=list(keys) if keys is not None else [],
+        )
+
+    @classmethod
+    def from_examples(cls, outcomes: Sequence[tuple[Any, torch.Tensor]]) -> CalibrationData:
+        """From ``(QueryExample, evidence [k, M])`` pairs, the input of :func:`training.trainer.trainer.score_outcomes`
+        (expected routes from :func:`training.trainer.trainer.expected_route`)."""
+        from training.trainer.trainer import expected_route
+
+        return cls.from_queries(
+            [ev for _, ev in outcomes],
+            [ex.gold for ex, _ in outcomes],
+            [expected_route(ex) for ex, _ in outcomes],
+            [ex.key for ex, _ in outcomes],
+        )
+
+    def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
+        idx = torch.as_tensor(index, dtype=torch.long)
+        return CalibrationData(
+            evidence=self.evidence[idx],
+            chunk_mask=self.chunk_mask[idx],
+            claim_mask=self.claim_mask[idx],
+            gold=self.gold[idx],
+            has_gold=self.has_gold[idx],
+            expected=self.expected[idx],
+            keys=[self.keys[i] for i in idx.tolist()],
+        )
+
+
+# ---- the transform and batched fusion ----------------------------------------------------------------
+def apply_evidence_transform(evidence: torch.Tensor, scale: float = 1.0, power: float = 1.0) -> torch.Tensor:
+    """``e' = s · e^p`` (identity for ``s = p = 1``); zero evidence stays zero."""
+    if not (math.isfinite(scale) and scale > 0 and math.isfinite(power) and power > 0):
+        raise CalibrationError(f"evidence scale and power must be finite and > 0; got s={scale}, p={power}")
+    e = torch.as_tensor(evidence)
+    if not e.is_floating_point():
+        e = e.to(torch.float64)
+    if power != 1.0:
+        e = e.clamp_min(0).pow(power)
+    return e * scale if scale != 1.0 else e
+
+
+def fused_outputs(
+    data: CalibrationData,
+    scale: float | torch.Tensor = 1.0,
+    power: float = 1.0,
+    lam: float = 0.6,
+    rule: str = "lambda",
+):
+    """Fuse every query (Eqs 2–14) after ``e' = s · e^p``; ``scale`` may be a 1-d tensor of ``S`` scales,
+    which fuses all of them in one call (results get a leading ``[S]`` dimension).
+
+    Returns ``(fusion, confidence, correct)``: the :class:`evidential.FusionResult`, the Eq 27 confidence
+    and whether the selected claim is a gold claim (False when nothing is selected).
+    """
+    e = apply_evidence_transform(data.evidence, 1.0, power)
+    cm, km = data.claim_mask, data.chunk_mask
+    gold = data.gold
+    if isinstance(scale, torch.Tensor) and scale.ndim == 1:
+        s = scale.to(e.dtype).view(-1, 1, 1, 1)
+        e = e.unsqueeze(0) * s
+        n = scale.shape[0]
+        cm, km, gold = (t.unsqueeze(0).expand(n, *t.shape) for t in (cm, km, gold))
+    else:
+        e = e * float(scale)
+    res = fuse(opinions_from_evidence(e, claim_mask=cm, chunk_mask=km), lam=lam, rule=rule)
+    sel = res.selected
+    picked = torch.gather(gold, -1, sel.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    correct = picked & (sel >= 0)
+    return res, res.confidence, correct
+
+
+def _nll(conf: torch.Tensor, correct: torch.Tensor) -> torch.Tensor:
+    c = conf.clamp(_NLL_EPS, 1 - _NLL_EPS)
+    y = correct.to(c.dtype)
+    return -(y * c.log() + (1 - y) * (1 - c).log()).mean(-1)
+
+
+def _route_ids(policy: str, u: torch.Tensor, tau1, tau2, fusion) -> torch.Tensor:
+    """The routing policy's decisions; ``tau1``/``tau2`` may be tensors ``[P, 1]`` (all pairs at once)."""
+    return ROUTING_POLICIES.get(policy)(u, tau1, tau2, fusion)
+
+
+# ---- fitting -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScaleFit:
+    """Result of :func:`fit_evidence_scale`: the chosen ``scale`` and ``power``, their NLL and the NLL of
+    the identity transform; ``fitted`` is False when there was nothing to fit on (no gold queries)."""
+
+    scale: float
+    power: float
+    nll: float
+    nll_identity: float
+    fitted: bool = True
+
+
+def fit_evidence_scale(
+    data: CalibrationData,
+    *,
+    lam: float = 0.6,
+    rule: str = "lambda",
+    scales: Sequence[float] = SCALE_GRID,
+    powers: Sequence[float] = POWER_GRID,
+) -> ScaleFit:
+    """Fit ``e' = s · e^p`` by minimizing the log loss of the Eq 27 confidence against "the selected claim
+    is gold" over the queries with a gold reference (see the module docstring).
+
+    Exhaustive over ``scales × powers``; ties (within 1e-12) go to the setting closest to the identity
+    (``|log s| + |log p|``). Without gold queries nothing can be fitted: the identity is returned with
+    ``fitted=False``.
+    """
+    scales = sorted({float(s) for s in scales} | {1.0})
+    powers = sorted({float(p) for p in powers} | {1.0})
+    if any(not (math.isfinite(v) and v > 0) for v in (*scales, *powers)):
+        raise CalibrationError("evidence scales and powers must be finite and > 0")
+    sub = data.subset(torch.nonzero(data.has_gold).flatten())
+    if len(sub) == 0:
+        return ScaleFit(1.0, 1.0, float("nan"), float("nan"), fitted=False)
+    s_t = torch.tensor(scales, dtype=torch.float64)
+    best: tuple | None = None
+    ident = float("nan")
+    for p in powers:
+        _, conf, correct = fused_outputs(sub, s_t, p, lam, rule)
+        nll = _nll(conf, correct)  # [S]
+        for i, s in enumerate(scales):
+            v = float(nll[i])
+            if s == 1.0 and p == 1.0:
+                ident = v
+            key = (round(v, 12), abs(math.log(s)) + abs(math.log(p)), s, p)
+            if best is None or key < best:
+                best = key
+    assert best is not None
+    return ScaleFit(scale=best[2], power=best[3], nll=best[0], nll_identity=ident)
+
+
+@dataclass(frozen=True)
+class ThresholdFit:
+    """Result of :func:`fit_thresholds`: ``lam``, ``tau1``, ``tau2``, their route accuracy and the ECE of the
+    fused confidence at that λ."""
+
+    lam: float
+    tau1: float
+    tau2: float
+    route_accuracy: float
+    ece: float
+
+
+def _ece(conf: torch.Tensor, correct: torch.Tensor) -> float:
+    return expected_calibration_error(conf.tolist(), correct.tolist())
+
+
+def fit_thresholds(
+    data: CalibrationData,
+    *,
+    scale: float = 1.0,
+    power: float = 1.0,
+    rule: str = "lambda",
+    policy: str = "paper",
+    prior: tuple[float, float, float] = (0.6, 0.35, 0.65),
+    lams: Sequence[float] = LAM_GRID,
+    taus: Sequence[float] = TAU_GRID,
+    data_thresholds: bool = True,
+) -> ThresholdFit:
+    """Grid search of λ and ``(τ1, τ2)`` (``τ1 < τ2``) on the evidence transformed by ``(scale, power)``.
+
+    Route accuracy only changes where a threshold crosses an observed ``U``, so with ``data_thresholds``
+    the candidates are ``taus`` plus the midpoints between consecutive distinct ``U`` values at each λ
+    (the exact optimum also when a large evidence scale squeezes ``U`` below the grid's step).
+
+    Objective, lexicographic: route accuracy against the expected routes (higher), the ECE of the fused
+    confidence over the gold queries (lower), then the L1 distance of ``(λ, τ1, τ2)`` to ``prior`` (the
+    configured values). One batched fusion per λ; all threshold pairs are routed in one policy call.
+    λ is searched for the ``lambda`` rule only (the other rules keep ``prior[0]``, which they ignore).
+    """
+    if len(data) == 0:
+        raise CalibrationError("no calibration queries: nothing to fit the thresholds on")
+    if rule not in FUSION_RULES:
+        raise CalibrationError(f"unknown fusion rule {rule!r}; rules are {', '.join(FUSION_RULES.names())}")
+    if policy not in ROUTING_POLICIES:
+        raise CalibrationError(
+            f"unknown routing policy {policy!r}; policies are {', '.join(ROUTING_POLICIES.names())}"
+        )
+    lam0, t10, t20 = (float(x) for x in prior)
+    lam_grid = sorted({float(x) for x in lams} | {lam0}) if rule == "lambda" else [lam0]
+    if any(not 0 <= x <= 1 for x in lam_grid):
+        raise CalibrationError("λ values must lie in [0, 1]")
+    base = {float(t) for t in taus} | {t10, t20}
+    gold_q = data.has_gold
+    best: tuple | None = None
+    for lam in lam_grid:
+        res, conf, correct = fused_outputs(data, scale, power, lam, rule)
+        tau_grid = set(base)
+        if data_thresholds:
+            u = sorted(set(res.uncertainty.tolist()))
+            tau_grid |= {round((a + b) / 2, 12) for a, b in zip(u, u[1:])}
+        tau_grid = sorted(tau_grid)
+        pairs = [(a, b) for a in tau_grid for b in tau_grid if 0 <= a < b <= 1]
+        if not pairs:
+            raise CalibrationError("the threshold grid holds no pair with 0 <= tau1 < tau2 <= 1")
+        t1 = torch.tensor([a for a, _ in pairs], dtype=torch.float64).view(-1, 1)
+        t2 = torch.tensor([b for _, b in pairs], dtype=torch.float64).view(-1, 1)
+        ece = round(_ece(conf[gold_q], correct[gold_q]), 12)
+        ids = _route_ids(policy, res.uncertainty.unsqueeze(0), t1, t2, res)  # [P, B]
+        hits = (ids == data.expected.unsqueeze(0)).sum(-1)  # [P]
+        top = int(hits.max())
+        for i in torch.nonzero(hits == top).flatten().tolist():
+            a, b = pairs[i]
+            key = (-top, ece, round(abs(lam - lam0) + abs(a - t10) + abs(b - t20), 12), lam, a, b)
+            if best is None or key < best:
+                best = key
+    assert best is not None
+    return ThresholdFit(
+        lam=best[3], tau1=best[4], tau2=best[5], route_accuracy=-best[0] / len(data), ece=best[1]
+    )
+
+
+def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[str, list[float]]:
+    """Isotonic regression (scikit-learn, increasing, outputs in [0, 1], clipped outside the fitted range)
+    of correctness on confidence; returns its breakpoints ``{"x": [...], "y": [...]}``, which
+    :meth:`Calibration.calibrated_confidence` interpolates linearly (as ``IsotonicRegression.predict``).
+
+    Raises:
+        CalibrationError: Fewer than 2 samples or fewer than 2 distinct confidences.
+    """
+    from sklearn.isotonic import IsotonicRegression
+
+    x = np.asarray(confidence, dtype=np.float64)
+    y = np.asarray(correct, dtype=np.float64)
+    if x.shape != y.shape:
+        raise CalibrationError(f"confidence and correct differ in length: {x.shape} vs {y.shape}")
+    if x.size < 2 or np.unique(x).size < 2:
+        raise CalibrationError(
+            f"isotonic regression needs at least 2 queries with a gold answer and 2 distinct confidences; "
+            f"got {x.size} ({np.unique(x).size} distinct): give more calibration data or pass --no-isotonic"
+        )
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(x, y)
+    return {"x": [float(v) for v in iso.X_thresholds_], "y": [float(v) for v in iso.y_thresholds_]}
+
+
+def _interp(conf, iso: dict[str, list[float]] | None):
+    """The isotonic map (linear interpolation between breakpoints, clipped outside them); a confidence of 0
+    (no claim selected, so nothing can be right) stays 0."""
+    if iso is None:
+        return conf
+    if isinstance(conf, torch.Tensor):
+        c = conf.detach().cpu().double().numpy()
+        out = np.where(c > 0, np.interp(c, iso["x"], iso["y"]), 0.0)
+        return torch.as_tensor(out, dtype=conf.dtype, device=conf.device)
+    if isinstance(conf, np.ndarray):
+        return np.where(conf > 0, np.interp(conf, iso["x"], iso["y"]), 0.0)
+    c = float(conf)
+    return float(np.interp(c, iso["x"], iso["y"])) if c > 0 else 0.0
+
+
+# ---- evaluation ----------------------------------------------------------------------------------------
+def evaluate_parameters(
+    data: CalibrationData,
+    *,
+    scale: float = 1.0,
+    power: float = 1.0,
+    lam: float = 0.6,
+    tau1: float = 0.35,
+    tau2: float = 0.65,
+    rule: str = "lambda",
+    policy: str = "paper",
+    isotonic: dict[str, list[float]] | None = None,
+    details: bool = False,
+) -> dict[str, Any]:
+    """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
+    a gold reference ``selected_accuracy``, ``ece`` / ``nll`` / ``brier`` of the final confidence (isotonic-mapped
+    when ``isotonic`` is given) and ``ece_fused`` of the Eq 27 confidence itself. ``details=True`` adds the
+    per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
+    res, conf, correct = fused_outputs(data, scale, power, lam, rule)
+    ids = _route_ids(policy, res.uncertainty, tau1, tau2, res)
+    g = data.has_gold
+    c_fused, ok = conf[g], correct[g]
+    c_final = _interp(c_fused, isotonic)
+    n_gold = int(g.sum())
+    out: dict[str, Any] = {
+        "queries": len(data),
+        "queries_with_gold": n_gold,
+        "route_accuracy": float((ids == data.expected).double().mean()) if len(data) else 0.0,
+        "routes": {name: int((ids == i).sum()) for i, name in enumerate(ROUTES)},
+        "selected_accuracy": float(ok.double().mean()) if n_gold else 0.0,
+        "mean_confidence": float(c_final.mean()) if n_gold else 0.0,
+        "ece": _ece(c_final, ok),
+        "ece_fused": _ece(c_fused, ok),
+        "nll": float(_nll(c_final, ok)) if n_gold else 0.0,
+        "brier": float(((c_final - ok.double()) ** 2).mean()) if n_gold else 0.0,
+    }
+    if details:
+        out["_confidence"] = c_final.tolist()
+        out["_correct"] = ok.tolist()
+        out["_routes"] = ids.tolist()
+    return out
+
+
+def fit_calibration(
+    data: CalibrationData,
+    *,
+    rule: str = "lambda",
+    policy: str = "paper",
+    prior: tuple[float, float, float] = (0.6, 0.35, 0.65),
+    fit_power: bool = True,
+    isotonic: bool = True,
+    scales: Sequence[float] = SCALE_GRID,
+    powers: Sequence[float] = POWER_GRID,
+    lams: Sequence[float] = LAM_GRID,
+    taus: Sequence[float] = TAU_GRID,
+    data_thresholds: bool = True,
+) -> dict[str, Any]:
+    """The three steps in order (scale/power at the prior λ → λ, τ1, τ2 → isotonic) on ``data``.
+
+    Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic}`` and, under
+    ``"fit"``, the objectives reached (NLL, route accuracy, ECE) and notes on steps that were skipped.
+    """
+    notes: list[str] = []
+    sf = fit_evidence_scale(
+        data, lam=prior[0], rule=rule, scales=scales, powers=powers if fit_power else (1.0,)
+    )
+    if not sf.fitted:
+        notes.append("no query has a gold reference: evidence scale left at 1 (identity)")
+    tf = fit_thresholds(
+        data,
+        scale=sf.scale,
+        power=sf.power,
+        rule=rule,
+        policy=policy,
+        prior=prior,
+        lams=lams,
+        taus=taus,
+        data_thresholds=data_thresholds,
+    )
+    iso = None
+    if isotonic:
+        _, conf, correct = fused_outputs(data, sf.scale, sf.power, tf.lam, rule)
+        g = data.has_gold
+        try:
+            iso = fit_isotonic(conf[g].tolist(), correct[g].tolist())
+        except CalibrationError as exc:
+            notes.append(f"isotonic regression skipped: {exc}")
+    return {
+        "scale": sf.scale,
+        "power": sf.power,
+        "lam": tf.lam,
+        "tau1": tf.tau1,
+        "tau2": tf.tau2,
+        "rule": rule,
+        "policy": policy,
+        "isotonic": iso,
+        "fit": {
+            "nll_identity": sf.nll_identity,
+            "nll_scaled": sf.nll,
+            "route_accuracy": tf.route_accuracy,
+            "ece_fused": tf.ece,
+            "notes": notes,
+        },
+    }
+
+
+def fold_of(keys: Sequence[str], folds: int) -> list[int]:
+    """Deterministic, balanced fold ids: queries sorted by the sha256 of their key, dealt round-robin."""
+    order = sorted(range(len(keys)), key=lambda i: hashlib.sha256(keys[i].encode()).hexdigest())
+    out = [0] * len(keys)
+    for pos, i in enumerate(order):
+        out[i] = pos % folds
+    return out
+
+
+_PARAM_KEYS = ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic")
+
+
+def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> dict[str, Any]:
+    """``folds``-fold cross-fitting: each query is routed and its confidence calibrated by parameters fitted
+    on the other folds (:func:`fit_calibration` with ``fit_kwargs``); metrics pooled over all queries, plus
+    the per-fold parameters. ``_confidence`` / ``_correct`` (gold queries, in data order) feed plots."""
+    if folds < 2 or folds > len(data):
+        raise CalibrationError(f"cross-validation needs 2 <= folds <= queries ({len(data)}); got {folds}")
+    fold = torch.tensor(fold_of(data.keys, folds))
+    routes = torch.zeros(len(data), dtype=torch.long)
+    conf = torch.zeros(len(data), dtype=torch.float64)
+    correct = torch.zeros(len(data), dtype=torch.bool)
+    per_fold = []
+    for f in range(folds):
+        test = torch.nonzero(fold == f).flatten()
+        train = torch.nonzero(fold != f).flatten()
+        params = fit_calibration(data.subset(train), **fit_kwargs)
+        held = data.subset(test)
+        p = {k: params[k] for k in _PARAM_KEYS}
+        res, c, ok = fused_outputs(held, p["scale"], p["power"], p["lam"], p["rule"])
+        routes[test] = _route_ids(p["policy"], res.uncertainty, p["tau1"], p["tau2"], res)
+        conf[test] = _interp(c, p["isotonic"])
+        correct[test] = ok
+        per_fold.append({k: v for k, v in p.items() if k != "isotonic"} | {"queries": len(test)})
+    g = data.has_gold
+    n_gold = int(g.sum())
+    return {
+        "folds": folds,
+        "queries": len(data),
+        "queries_with_gold": n_gold,
+        "route_accuracy": float((routes == data.expected).double().mean()),
+        "routes": {name: int((routes == i).sum()) for i, name in enumerate(ROUTES)},
+        "ece": _ece(conf[g], correct[g]),
+        "nll": float(_nll(conf[g], correct[g])) if n_gold else 0.0,
+        "brier": float(((conf[g] - correct[g].double()) ** 2).mean()) if n_gold else 0.0,
+        "per_fold": per_fold,
+        "_confidence": conf[g].tolist(),
+        "_correct": correct[g].tolist(),
+    }
+
+
+# ---- fingerprints ------------------------------------------------------------------------------------
+def checkpoint_fingerprint(path: str | Path) -> str:
+    """``sha256:<hex>`` over the weight and config files of a learned-evaluator checkpoint folder:
+    ``learned_config.json``, ``heads.safetensors`` and every file under ``adapter/`` except peft's generated
+    ``README.md`` (relative path and content of each, in sorted order). A copied checkpoint keeps its
+    fingerprint; retraining changes it."""
+    root = Path(path)
+    files = [root / "learned_config.json", root / "heads.safetensors"]
+    adapter = root / "adapter"
+    if adapter.is_dir():
+        files += [p for p in adapter.rglob("*") if p.is_file() and p.name != "README.md"]
+    missing = [str(p) for p in files[:2] if not p.is_file()]
+    if missing:
+        raise CalibrationError(f"{root} is not a learned-evaluator checkpoint: missing {', '.join(missing)}")
+    h = hashlib.sha256()
+    for p in sorted(files, key=lambda q: q.relative_to(root).as_posix()):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).hexdigest().encode() + b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+# ---- the calibration file ----------------------------------------------------------------------------
+def _num(d: dict, key: str, where: str, low: float, high: float, open_low: bool = False) -> float:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise CalibrationError(f"{where}.{key} must be a finite number; got {v!r}")
+    if v < low or v > high or (open_low and v == low):
+        bound = f"({low}, {high}]" if open_low else f"[{low}, {high}]"
+        raise CalibrationError(f"{where}.{key} must lie in {bound}; got {v!r}")
+    return float(v)
+
+
+@dataclass
+class Calibration:
+    """A fitted calibration (the calibration JSON file, version :data:`CALIBRATION_VERSION`).
+
+    Parameters: ``scale``/``power`` (``e' = s · e^p``), ``lam``, ``tau1``, ``tau2`` (for ``rule`` and
+    ``policy``), ``isotonic`` (breakpoints, or None). Provenance: ``evaluator`` (name), ``evaluator_info``
+    (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
+    ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
+    ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
+    """
+
+    evaluator: str
+    scale: float = 1.0
+    power: float = 1.0
+    lam: float = 0.6
+    tau1: float = 0.35
+    tau2: float = 0.65
+    rule: str = "lambda"
+    policy: str = "paper"
+    isotonic: dict[str, list[float]] | None = None
+    evaluator_info: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # validate through from_dict's checks so that a hand-built object obeys the same rules
+        self._check()
+
+    def _check(self) -> None:
+        p = {k: getattr(self, k) for k in ("scale", "power", "lam", "tau1", "tau2")}
+        w = "parameters"
+        self.scale = _num(p, "scale", w, 0.0, math.inf, open_low=True)
+        self.power = _num(p, "power", w, 0.0, math.inf, open_low=True)
+        self.lam = _num(p, "lam", w, 0.0, 1.0)
+        self.tau1 = _num(p, "tau1", w, 0.0, 1.0)
+        self.tau2 = _num(p, "tau2", w, 0.0, 1.0)
+        if not self.tau1 < self.tau2:
+            raise CalibrationError(f"parameters: tau1 < tau2 is required; got {self.tau1}, {self.tau2}")
+        if not isinstance(self.evaluator, str) or not self.evaluator:
+            raise CalibrationError(f"evaluator.name must be a non-empty string; got {self.evaluator!r}")
+        if self.rule not in FUSION_RULES:
+            raise CalibrationError(f"parameters.rule: unknown fusion rule {self.rule!r}")
+        if self.policy not in ROUTING_POLICIES:
+            raise CalibrationError(f"parameters.policy: unknown routing policy {self.policy!r}")
+        if self.isotonic is not None:
+            iso = self.isotonic
+            xs, ys = (iso.get("x"), iso.get("y")) if isinstance(iso, dict) else (None, None)
+            ok = (
+                isinstance(xs, list)
+                and isinstance(ys, list)
+                and len(xs) == len(ys) >= 1
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*xs, *ys))
+            )
+            if not ok or not all(0 <= v <= 1 and math.isfinite(v) for v in (*xs, *ys)):
+                raise CalibrationError(
+                    "parameters.isotonic must be null or {x: [...], y: [...]} of equal-length lists in [0, 1]"
+                )
+            if any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
+                raise CalibrationError("parameters.isotonic: x and y must be non-decreasing")
+            self.isotonic = {"x": [float(v) for v in xs], "y": [float(v) for v in ys]}
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The evaluator fingerprint it was fitted for (checkpoint content, or prompt backend/model)."""
+        return self.evaluator_info.get("fingerprint")
+
+    def apply_to_evidence(self, evidence: torch.Tensor) -> torch.Tensor:
+        """``e' = s · e^p`` (before Eqs 2–6)."""
+        return apply_evidence_transform(evidence, self.scale, self.power)
+
+    def calibrated_confidence(self, confidence):
+        """The isotonic map of the Eq 27 confidence (float, numpy array or tensor); identity without one.
+        A confidence of 0 (no claim selected) maps to 0."""
+        return _interp(confidence, self.isotonic)
+
+    def fusion_overrides(self) -> dict[str, float]:
+        """``{lam, tau1, tau2}`` for :class:`evidential.FusionConfig`."""
+        return {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": CALIBRATION_FORMAT,
+            "version": CALIBRATION_VERSION,
+            "evaluator": {"name": self.evaluator, **self.evaluator_info},
+            "parameters": {
+                "scale": self.scale,
+                "power": self.power,
+                "lam": self.lam,
+                "tau1": self.tau1,
+                "tau2": self.tau2,
+                "rule": self.rule,
+                "policy": self.policy,
+                "isotonic": self.isotonic,
+            },
+            "data": self.data,
+            "metrics": self.metrics,
+            "search": self.search,
+            **self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Calibration:
+        """Parse a calibration file's content; a wrong format, an unknown version or a bad field raises
+        :class:`CalibrationError` naming it."""
+        if not isinstance(d, dict) or d.get("format") != CALIBRATION_FORMAT:
+            raise CalibrationError(
+                f'not a calibration file (expected "format": "{CALIBRATION_FORMAT}"); write one with '
+                "`evidential-rag calibrate`"
+            )
+        version = d.get("version")
+        if version != CALIBRATION_VERSION:
+            raise CalibrationError(
+                f"calibration version {version!r} is not supported (this evidential-rag reads version "
+                f"{CALIBRATION_VERSION}); refit with `evidential-rag calibrate`"
+            )
+        ev, params = d.get("evaluator"), d.get("parameters")
+        if not isinstance(ev, dict) or not isinstance(ev.get("name"), str):
+            raise CalibrationError("field 'evaluator' must be an object with a 'name'")
+        if not isinstance(params, dict):
+            raise CalibrationError("field 'parameters' must be an object")
+        known = {"scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic"}
+        missing = sorted(known - set(params))
+        if missing:
+            raise CalibrationError(f"field 'parameters.{missing[0]}' is missing")
+        for key in ("data", "metrics", "search"):
+            if not isinstance(d.get(key, {}), dict):
+                raise CalibrationError(f"field {key!r} must be an object")
+        top = {"format", "version", "evaluator", "parameters", "data", "metrics", "search"}
+        return cls(
+            evaluator=ev["name"],
+            **{k: params[k] for k in known},
+            evaluator_info={k: v for k, v in ev.items() if k != "name"},
+            data=d.get("data", {}),
+            metrics=d.get("metrics", {}),
+            search=d.get("search", {}),
+            extra={k: v for k, v in d.items() if k not in top},
+        )
+
+
+def describe_identity(name: str, info: dict[str, Any]) -> str:
+    """Human-readable evaluator identity for messages (``learned evaluator with checkpoint X (sha256:…)``)."""
+    fp = str(info.get("fingerprint") or "?")
+    short = fp[:19] + "…" if len(fp) > 20 else fp
+    if name == "learned":
+        return f"the learned evaluator with checkpoint {info.get('checkpoint')} (fingerprint {short})"
+    if name == "prompt":
+        return f"the prompt evaluator with model {info.get('model')!r} on backend {info.get('backend')!r}"
+    return f"the {name} evaluator"

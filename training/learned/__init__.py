@@ -1,0 +1,1 @@
+"""The learned evaluator: encoder + LoRA + evidential and span heads, its span loss and its checkpoints."""

@@ -1,0 +1,1 @@
+"""TRL supervised fine-tuning of the prompt evaluator's LLM on its own JSON contract."""

@@ -1,0 +1,1 @@
+"""The learned-evaluator trainer and its config (one config, one trainer)."""

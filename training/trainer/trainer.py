@@ -1,0 +1,640 @@
+"""Training of the learned evaluator: chunk-level EDL loss + query-level loss through fusion + span loss.
+
+:class:`EvidentialTrainer` pairs with :class:`~training.trainer.config.TrainConfig` (one config, one trainer). Each
+optimizer step takes ``batch_queries`` queries and encodes all their (query, claim, chunk) triples in one
+batched pass; the evidence ``[B, k, M]`` feeds
+
+* the EDL loss per chunk (one-hot target on the labelled claim, all-zero when it supports nothing; the KL
+  regularizer annealed over ``loss.annealing_epochs``),
+* :class:`~evidential.losses.FusedMassLoss` per query: the fused masses are pushed toward the gold claims
+  the query's chunks support (uniform over them when several entities share the name), or toward Θ when
+  the chunks support no gold claim or the dataset gives no gold reference (a real conflict),
+* :class:`~evidential.losses.EvidenceDistillationLoss` per chunk that carries a teacher's evidence
+  (``teacher_evidence``, written by ``evidential-rag distill``): the soft target of distillation,
+* and, on a second pass over ``[query; chunk]``, the span loss of the claim-extraction head.
+
+Rows without a human label (``labelled`` false: distilled unannotated chunks) skip the label terms — the
+EDL loss, the query-level loss of their query, claim and route accuracy — and train on the teacher alone;
+their span target is the teacher's top claim.
+
+Output folder: ``best/`` (the best model on validation loss: a loadable checkpoint with its model card),
+``last/`` (resumable state, written every ``save_every_steps`` steps and each epoch; removed when
+training finishes), ``log.jsonl`` (one line per evaluation) and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from evidential import fuse, opinions_from_evidence, route
+from evidential.errors import ConfigError
+from evidential.losses import FusedMassLoss, edl_loss, evidence_distillation_loss
+from training.data.annotated import (
+    AnnotatedChunk,
+    QueryGroup,
+    group_by_query,
+    load_annotated,
+    split_by_question,
+)
+from training.data.benchmarks import build_dataset
+from training.learned.checkpoint import load_learned_model, save_checkpoint
+from training.learned.model import EvidentialEvaluatorModel
+from training.learned.span_loss import span_loss
+from training.trainer.config import TrainConfig
+from training.utils.io import write_json
+from training.utils.metrics import expected_calibration_error, stated_claims, strict_exact_match
+
+__all__ = [
+    "EvidentialTrainer",
+    "QueryExample",
+    "expected_route",
+    "load_training_rows",
+    "prepare_examples",
+    "score_outcomes",
+    "span_targets",
+]
+
+
+@dataclass
+class QueryExample:
+    """One training query: its chunks (≤ ``max_chunks``), its frame (≤ ``max_claims``), labels and gold."""
+
+    key: str
+    query: str
+    chunks: list[str]
+    claims: list[str]
+    labels: list[int | None]
+    gold: list[int] | None
+    doc_types: list[str | None]
+    source: str | None
+    teacher: list[list[float] | None] | None = None  # per chunk: a teacher's evidence over ``claims``
+    labelled: list[bool] | None = None  # per chunk: has a human label (None: all of them)
+
+    def is_labelled(self, i: int) -> bool:
+        return self.labelled is None or self.labelled[i]
+
+    @property
+    def fully_labelled(self) -> bool:
+        return self.labelled is None or all(self.labelled)
+
+    def span_claim(self, i: int) -> tuple[str | None, bool]:
+        """Chunk ``i``'s claim for the span loss and whether the row counts: the labelled claim, else the
+        teacher's top claim (``None`` when the teacher gave no evidence)."""
+        if self.is_labelled(i):
+            lab = self.labels[i]
+            return (self.claims[lab] if lab is not None else None), True
+        t = self.teacher[i] if self.teacher is not None else None
+        if t is None:
+            return None, False
+        top = max(range(len(t)), key=t.__getitem__) if t else -1
+        return (self.claims[top] if top >= 0 and t[top] > 0 else None), True
+
+    def query_target(self) -> torch.Tensor:
+        """Target over ``{claims, Θ}``: the supported gold claims (uniform), else Θ."""
+        t = torch.zeros(len(self.claims) + 1)
+        supported = {lab for lab in self.labels if lab is not None}
+        hit = sorted(supported & set(self.gold or []))
+        if hit:
+            t[hit] = 1.0 / len(hit)
+        else:
+            t[-1] = 1.0
+        return t
+
+
+def expected_route(ex: QueryExample) -> str:
+    """The behaviour the labels call for: ``direct`` when the chunks support exactly one gold claim and no
+    other claim (or exactly one claim when there is no gold reference), ``conflict`` when they support
+    several gold claims (ambiguity) or several claims with no gold reference, ``abstain`` when they support
+    nothing. Supported wrong claims next to one supported gold claim (misinformation) call for ``direct``:
+    the evaluator should discount them."""
+    supported = {lab for lab in ex.labels if lab is not None}
+    if not supported:
+        return "abstain"
+    if ex.gold is None:
+        return "direct" if len(supported) == 1 else "conflict"
+    gold_hit = supported & set(ex.gold)
+    if len(gold_hit) > 1:
+        return "conflict"
+    return "direct" if gold_hit else "conflict"
+
+
+def load_training_rows(config: TrainConfig) -> list[AnnotatedChunk]:
+    """All rows of the configured sources (builders or annotated JSONL)."""
+    rows: list[AnnotatedChunk] = []
+    for src in config.data:
+        path = src.resolved_path()
+        if src.name == "annotated":
+            got = load_annotated(path)
+            if src.limit is not None:
+                keys = list(dict.fromkeys(r.key for r in got))[: src.limit]
+                got = [r for r in got if r.key in set(keys)]
+        else:
+            got = build_dataset(src.name, path, limit=src.limit, **src.options)
+        rows.extend(got)
+    if not rows:
+        raise ConfigError("the configured data sources hold no rows")
+    return rows
+
+
+def prepare_examples(groups: list[QueryGroup], max_chunks: int, max_claims: int) -> list[QueryExample]:
+    """Cap chunks and claims per query (gold, labelled, then teacher-supported claims kept first; labels and
+    teacher evidence remapped)."""
+    out = []
+    for g in groups:
+        rows = g.rows[:max_chunks]
+        keep: list[int] = []
+        strongest: dict[int, float] = {}  # claims the teacher supports, strongest first
+        for r in rows:
+            for j, v in enumerate(r.teacher_evidence or []):
+                if v > 0:
+                    strongest[j] = max(strongest.get(j, 0.0), v)
+        by_teacher = sorted(strongest, key=lambda j: -strongest[j])
+        for j in [
+            *(g.gold or []),
+            *(r.label for r in rows if r.label is not None),
+            *by_teacher,
+            *range(len(g.candidates)),
+        ]:
+            if j not in keep and len(keep) < max_claims:
+                keep.append(j)
+        keep.sort()
+        remap = {j: n for n, j in enumerate(keep)}
+        out.append(
+            QueryExample(
+                key=g.key,
+                query=g.query,
+                chunks=[r.chunk for r in rows],
+                claims=[g.candidates[j] for j in keep],
+                labels=[remap.get(r.label) if r.label is not None else None for r in rows],
+                gold=[remap[j] for j in g.gold if j in remap] if g.gold is not None else None,
+                doc_types=[r.doc_type for r in rows],
+                source=rows[0].source_dataset if rows else None,
+                teacher=[
+                    [r.teacher_evidence[j] for j in keep] if r.teacher_evidence is not None else None
+                    for r in rows
+                ]
+                if any(r.teacher_evidence is not None for r in rows)
+                else None,
+                labelled=[r.labelled for r in rows] if not all(r.labelled for r in rows) else None,
+            )
+        )
+    return [e for e in out if e.claims and e.chunks]
+
+
+def span_targets(
+    chunks: list[str], claims: list[str | None], offsets: torch.Tensor, chunk_tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token start/end of each chunk's labelled claim (first case-insensitive occurrence; 0/0 = no
+    answer) and a mask of the rows that count: labelled rows whose claim is not found in the (truncated)
+    chunk are left out."""
+    starts, ends, use = [], [], []
+    chunk_tokens = chunk_tokens.cpu()
+    for n, (chunk, claim) in enumerate(zip(chunks, claims)):
+        s = e = 0
+        ok = claim is None
+        if claim is not None and (pos := chunk.lower().find(claim.lower())) >= 0:
+            a, b = pos, pos + len(claim)
+            inside = chunk_tokens[n] & (offsets[n, :, 1] > a) & (offsets[n, :, 0] < b)
+            toks = inside.nonzero().flatten()
+            if len(toks):
+                s, e, ok = int(toks[0]), int(toks[-1]), True
+        starts.append(s)
+        ends.append(e)
+        use.append(ok)
+    return torch.tensor(starts), torch.tensor(ends), torch.tensor(use)
+
+
+class EvidentialTrainer:
+    """Trains an :class:`~training.learned.model.EvidentialEvaluatorModel` from a :class:`TrainConfig`.
+
+    Args:
+        config: The training config.
+        output_dir: Output folder (``best/``, ``last/``, ``log.jsonl``, ``metrics.json``).
+        command: The command line to record in the model card.
+        progress: Show progress bars.
+    """
+
+    def __init__(
+        self, config: TrainConfig, output_dir: str | Path, command: str | None = None, progress: bool = True
+    ):
+        self.config = config
+        self.output_dir = Path(output_dir)
+        self.command = command or " ".join(sys.argv)
+        self.progress = progress
+        if config.device == "auto":
+            self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        else:
+            self.device = torch.device(config.device)
+        self.edl_annealing = config.loss.annealing_epochs
+        self.fused_loss = FusedMassLoss(lam=config.loss.lam, rule=config.loss.rule)
+
+    # ---- data --------------------------------------------------------------------------------------
+    def prepare_data(self) -> tuple[list[QueryExample], list[QueryExample]]:
+        rows = load_training_rows(self.config)
+        if not any(r.labelled or r.teacher_evidence is not None for r in rows):
+            raise ConfigError(
+                "the data holds no labels and no teacher_evidence (unannotated chunks?); have a teacher "
+                "annotate them with `evidential-rag distill`"
+            )
+        train_rows, val_rows = split_by_question(
+            rows, self.config.validation_fraction, self.config.split_seed
+        )
+        cfg = self.config
+        train = prepare_examples(
+            group_by_query(train_rows), cfg.max_chunks_per_query, cfg.max_claims_per_query
+        )
+        val = prepare_examples(group_by_query(val_rows), cfg.max_chunks_per_query, cfg.max_claims_per_query)
+        if not train or not val:
+            raise ConfigError(
+                f"the split left {len(train)} training and {len(val)} validation queries; give more data "
+                "or change validation_fraction"
+            )
+        if cfg.max_validation_queries is not None:
+            val = val[: cfg.max_validation_queries]
+        return train, val
+
+    # ---- forward -----------------------------------------------------------------------------------
+    def forward(self, model: EvidentialEvaluatorModel, exs: list[QueryExample]):
+        """Evidence ``[B, k, M]`` with chunk and claim masks from one encoder pass over all chunks."""
+        queries = [ex.query for ex in exs for _ in ex.chunks]
+        chunks = [c for ex in exs for c in ex.chunks]
+        claims = [list(ex.claims) for ex in exs for _ in ex.chunks]
+        flat = model(queries, chunks, claims)["evidence"]  # [rows, M_max]
+        kmax = max(len(e.chunks) for e in exs)
+        mmax = max(len(e.claims) for e in exs)
+        ev = flat.new_zeros(len(exs), kmax, mmax)
+        chunk_mask = torch.zeros(len(exs), kmax, dtype=torch.bool, device=flat.device)
+        claim_mask = torch.zeros(len(exs), mmax, dtype=torch.bool, device=flat.device)
+        r = 0
+        for b, ex in enumerate(exs):
+            k, m = len(ex.chunks), len(ex.claims)
+            ev[b, :k, :m] = flat[r : r + k, :m]
+            chunk_mask[b, :k] = True
+            claim_mask[b, :m] = True
+            r += k
+        return ev, chunk_mask, claim_mask
+
+    def losses(
+        self, model: EvidentialEvaluatorModel, exs: list[QueryExample], epoch_progress: float
+    ) -> dict[str, torch.Tensor]:
+        """The loss terms of one batch (each weighted; ``total`` is their sum)."""
+        cfg = self.config.loss
+        use_span = cfg.span_weight > 0 and model.config.span_head
+        ev, chunk_mask, claim_mask = self.forward(model, exs)
+        b, k, m = ev.shape
+        target = torch.zeros(b, k, m, device=ev.device)
+        qtarget = torch.zeros(b, m + 1, device=ev.device)
+        labelled = torch.zeros(b, k, dtype=torch.bool, device=ev.device)  # rows with a human label
+        query_labelled = torch.zeros(b, dtype=torch.bool, device=ev.device)
+        teacher = torch.zeros(b, k, m, device=ev.device)
+        has_teacher = torch.zeros(b, k, dtype=torch.bool, device=ev.device)
+        for n, ex in enumerate(exs):
+            for i, lab in enumerate(ex.labels):
+                labelled[n, i] = ex.is_labelled(i)
+                if lab is not None and ex.is_labelled(i):
+                    target[n, i, lab] = 1.0
+                if ex.teacher is not None and ex.teacher[i] is not None:
+                    teacher[n, i, : len(ex.claims)] = torch.tensor(ex.teacher[i], device=ev.device)
+                    has_teacher[n, i] = True
+            query_labelled[n] = ex.fully_labelled
+            t = ex.query_target()
+            qtarget[n, : len(ex.claims)] = t[:-1]
+            qtarget[n, -1] = t[-1]
+        labelled &= chunk_mask
+        has_teacher &= chunk_mask
+        out: dict[str, torch.Tensor] = {}
+        if cfg.edl_weight > 0 and labelled.any():
+            out["edl"] = cfg.edl_weight * edl_loss(
+                ev,
+                target,
+                kind=cfg.edl_kind,
+                claim_mask=claim_mask.unsqueeze(1).expand(b, k, m),
+                step=epoch_progress,
+                annealing_steps=self.edl_annealing,
+                kl_weight=cfg.kl_weight,
+                null_kl_weight=cfg.null_kl_weight,
+                row_mask=labelled,
+            )
+        if cfg.query_weight > 0 and query_labelled.any():
+            out["query"] = (
+                cfg.query_weight
+                * self.fused_loss(
+                    ev.double(),
+                    qtarget.double(),
+                    claim_mask=claim_mask,
+                    chunk_mask=chunk_mask,
+                    row_mask=None if bool(query_labelled.all()) else query_labelled,
+                ).float()
+            )
+        if cfg.distill_weight > 0 and has_teacher.any():
+            out["distill"] = cfg.distill_weight * evidence_distillation_loss(
+                ev,
+                teacher,
+                kind=cfg.distill_kind,
+                claim_mask=claim_mask.unsqueeze(1).expand(b, k, m),
+                row_mask=has_teacher,
+            )
+        if use_span:
+            # the span head reads [query; chunk] rows without candidates (as at inference): one chunk per
+            # query per step, rotating through the query's chunks
+            picks = [(ex, int(epoch_progress * 997 + n) % len(ex.chunks)) for n, ex in enumerate(exs)]
+            chunks = [ex.chunks[i] for ex, i in picks]
+            claims, counts = zip(*(ex.span_claim(i) for ex, i in picks))
+            fwd = model([ex.query for ex, _ in picks], chunks, None, spans=True)
+            s, e, use = span_targets(chunks, list(claims), fwd["offsets"], fwd["chunk_tokens"])
+            use &= torch.tensor(counts, dtype=torch.bool)
+            if use.any():
+                dev = fwd["start"].device
+                use = use.to(dev)
+                out["span"] = cfg.span_weight * span_loss(
+                    fwd["start"][use], fwd["end"][use], s.to(dev)[use], e.to(dev)[use]
+                )
+        # a batch no term applies to (no label, no teacher) still gives a differentiable zero
+        out["total"] = sum(out.values()) if out else ev.sum() * 0.0
+        out["_evidence"] = ev.detach()
+        return out
+
+    # ---- evaluation --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(
+        self,
+        model: EvidentialEvaluatorModel,
+        exs: list[QueryExample],
+        tau: tuple[float, float] = (0.35, 0.65),
+    ) -> dict[str, Any]:
+        """Validation metrics: loss terms, claim accuracy, mean evidence by document type, ECE, route
+        accuracy and RAMDocs strict exact match."""
+        model.eval()
+        bs = self.config.batch_queries
+        sums: dict[str, float] = defaultdict(float)
+        n_batches = 0
+        outcomes = []
+        for start in range(0, len(exs), bs):
+            batch = exs[start : start + bs]
+            terms = self.losses(model, batch, epoch_progress=self.config.loss.annealing_epochs)
+            for key, v in terms.items():
+                if not key.startswith("_"):
+                    sums[key] += v.item()
+            n_batches += 1
+            ev = terms["_evidence"]
+            for n, ex in enumerate(batch):
+                outcomes.append((ex, ev[n, : len(ex.chunks), : len(ex.claims)].double().cpu()))
+        metrics = {f"loss_{k}" if k != "total" else "loss": v / max(n_batches, 1) for k, v in sums.items()}
+        metrics.update(
+            score_outcomes(
+                outcomes, self.config.support_threshold, self.config.loss.lam, self.config.loss.rule, tau
+            )
+        )
+        return metrics
+
+    # ---- training loop -----------------------------------------------------------------------------
+    def _optimizer(self, model: EvidentialEvaluatorModel, total_steps: int):
+        cfg = self.config
+        # every trainable parameter outside the encoder belongs to a head (proj, attn_query, evidence, span)
+        head = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
+        enc = [p for n, p in model.named_parameters() if p.requires_grad and n.startswith("encoder.")]
+        groups = [{"params": head, "lr": cfg.head_learning_rate}]
+        if enc:
+            groups.append({"params": enc, "lr": cfg.learning_rate})
+        opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+        warm = max(1, int(cfg.warmup_ratio * total_steps))
+
+        def schedule(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            return max(0.0, (total_steps - step) / max(1, total_steps - warm))
+
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+
+    def _card(self, metrics: dict[str, Any], n_train: int, n_val: int, elapsed: float) -> dict[str, Any]:
+        return {
+            "model": "EvidentialRAG learned evaluator (encoder + LoRA + evidential head + span head)",
+            "encoder": self.config.model.encoder,
+            "data": [
+                {"name": s.name, "path": s.path, "limit": s.limit, "options": s.options}
+                for s in self.config.data
+            ],
+            "train_queries": n_train,
+            "validation_queries": n_val,
+            "validation_metrics": metrics,
+            "command": self.command,
+            "train_seconds": round(elapsed, 1),
+            "device": str(self.device),
+            "config": self.config.to_dict(),
+        }
+
+    def train(self, resume: bool = False) -> dict[str, Any]:
+        """Run training; returns the best validation metrics. ``resume`` continues from ``last/``."""
+        cfg = self.config
+        out = self.output_dir
+        last, best_dir = out / "last", out / "best"
+        train, val = self.prepare_data()
+        steps_per_epoch = math.ceil(len(train) / cfg.batch_queries)
+        total_steps = steps_per_epoch * cfg.epochs
+        state: dict[str, Any] = {
+            "epoch": 0,
+            "step_in_epoch": 0,
+            "global_step": 0,
+            "best_loss": None,
+            "bad_epochs": 0,
+            "history": [],
+            "elapsed": 0.0,
+            "finished": False,
+        }
+        if resume:
+            if not (last / "trainer_state.json").is_file():
+                if (best_dir / "learned_config.json").is_file():
+                    raise ConfigError(f"{out}: training already finished (best/ exists, no last/ to resume)")
+                raise ConfigError(
+                    f"{out}: nothing to resume (no last/trainer_state.json); run without --resume"
+                )
+            state = json.loads((last / "trainer_state.json").read_text(encoding="utf-8"))
+            model = load_learned_model(last, device=self.device, trainable=True)
+            model.train()
+        else:
+            if (last / "trainer_state.json").is_file():
+                raise ConfigError(
+                    f"{out} holds an unfinished run (last/); pass --resume to continue it or choose another --output"
+                )
+            torch.manual_seed(cfg.seed)
+            model = EvidentialEvaluatorModel(cfg.model).to(self.device)
+        opt, sched = self._optimizer(model, total_steps)
+        if resume and (last / "optimizer.pt").is_file():
+            saved = torch.load(last / "optimizer.pt", map_location=self.device, weights_only=False)
+            opt.load_state_dict(saved["optimizer"])
+            sched.load_state_dict(saved["scheduler"])
+            torch.set_rng_state(saved["torch_rng"])
+            random.setstate(
+                tuple(saved["py_rng"][:1]) + (tuple(saved["py_rng"][1]),) + tuple(saved["py_rng"][2:])
+            )
+        log_path = out / "log.jsonl"
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter() - state["elapsed"]
+
+        def save_last() -> None:
+            state["elapsed"] = time.perf_counter() - t0
+            rng = torch.get_rng_state()
+            save_checkpoint(
+                last,
+                model,
+                card={"note": "resumable state; the trained model is best/"},
+                trainer_state=state,
+                optimizer_state={
+                    "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(),
+                    "torch_rng": rng,
+                    "py_rng": random.getstate(),
+                },
+            )
+            torch.set_rng_state(rng)  # saving must not move the RNG: a resumed run replays the same dropout
+
+        with tqdm(
+            total=total_steps,
+            initial=state["global_step"],
+            disable=not self.progress,
+            desc="train",
+            unit="step",
+        ) as bar:
+            while state["epoch"] < cfg.epochs and not state["finished"]:
+                epoch = state["epoch"]
+                order = list(range(len(train)))
+                random.Random(cfg.seed * 1000 + epoch).shuffle(order)
+                model.train()
+                for step in range(state["step_in_epoch"], steps_per_epoch):
+                    batch = [
+                        train[i] for i in order[step * cfg.batch_queries : (step + 1) * cfg.batch_queries]
+                    ]
+                    terms = self.losses(model, batch, epoch_progress=epoch + step / steps_per_epoch)
+                    opt.zero_grad(set_to_none=True)
+                    terms["total"].backward()
+                    if cfg.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(
+                            [p for p in model.parameters() if p.requires_grad], cfg.grad_clip
+                        )
+                    opt.step()
+                    sched.step()
+                    state["global_step"] += 1
+                    state["step_in_epoch"] = step + 1
+                    bar.update(1)
+                    bar.set_postfix({k: f"{v.item():.3f}" for k, v in terms.items() if not k.startswith("_")})
+                    if state["global_step"] % cfg.save_every_steps == 0 and step + 1 < steps_per_epoch:
+                        save_last()
+                metrics = self.evaluate(model, val)
+                metrics.update(epoch=epoch + 1, global_step=state["global_step"])
+                state["history"].append(metrics)
+                with log_path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(metrics) + "\n")
+                improved = state["best_loss"] is None or metrics["loss"] < state["best_loss"]
+                if improved:
+                    state["best_loss"] = metrics["loss"]
+                    state["bad_epochs"] = 0
+                    state["best_metrics"] = metrics
+                    state["elapsed"] = time.perf_counter() - t0
+                    save_checkpoint(
+                        best_dir,
+                        model,
+                        card=self._card(metrics, len(train), len(val), state["elapsed"]),
+                        extra_files={"metrics.json": json.dumps(metrics, indent=2) + "\n"},
+                    )
+                else:
+                    state["bad_epochs"] += 1
+                state["epoch"] = epoch + 1
+                state["step_in_epoch"] = 0
+                if cfg.early_stopping_patience and state["bad_epochs"] >= cfg.early_stopping_patience:
+                    state["finished"] = True
+                save_last()
+        state["elapsed"] = time.perf_counter() - t0
+        result = {
+            **state["best_metrics"],
+            "train_seconds": round(state["elapsed"], 1),
+            "epochs_run": state["epoch"],
+            "train_queries": len(train),
+            "validation_queries": len(val),
+        }
+        write_json(out / "metrics.json", result)
+        shutil.rmtree(last, ignore_errors=True)
+        return result
+
+
+def score_outcomes(
+    outcomes: list[tuple[QueryExample, torch.Tensor]],
+    support_threshold: float = 1.0,
+    lam: float = 0.6,
+    rule: str = "lambda",
+    tau: tuple[float, float] = (0.35, 0.65),
+    policy: str = "paper",
+    min_mass: float = 0.1,
+) -> dict[str, Any]:
+    """Metrics of evidence ``[k, M]`` per query against its labels (evaluator-agnostic: used for the learned
+    and the prompt evaluator alike).
+
+    * ``claim_accuracy``: per chunk, the predicted claim is the argmax when its evidence reaches
+      ``support_threshold`` (else "none"), compared with the label (chunks without a human label are left
+      out; the key is absent when no chunk has one);
+    * ``mean_evidence_<type>``: mean of the chunk's largest evidence, by document type;
+    * ``ece``: fused confidence (Eq 27) vs "the selected claim is gold", 15 bins, over queries with gold;
+    * ``route_accuracy``: route vs :func:`expected_route` (queries whose chunks all have human labels;
+      absent when there are none);
+    * ``strict_em_ramdocs``: MADAM-RAG strict exact match of the stated claims (RAMDocs queries).
+    """
+    correct = total = 0
+    ev_by_type: dict[str, list[float]] = defaultdict(list)
+    conf, hit = [], []
+    routes_ok = 0
+    strict, n_strict = 0, 0
+    route_counts: Counter = Counter()
+    n_routed = 0
+    for ex, ev in outcomes:
+        for i, lab in enumerate(ex.labels):
+            row = ev[i]
+            top = float(row.max()) if row.numel() else 0.0
+            pred = int(row.argmax()) if top >= support_threshold else None
+            if ex.is_labelled(i):
+                correct += pred == lab
+                total += 1
+            ev_by_type[ex.doc_types[i] or "unknown"].append(top)
+        res = fuse(opinions_from_evidence(ev), lam=lam, rule=rule)
+        r = route(res, tau[0], tau[1], policy).names
+        route_counts[r] += 1
+        if ex.fully_labelled:
+            routes_ok += r == expected_route(ex)
+            n_routed += 1
+        sel = int(res.selected)
+        if ex.gold:
+            conf.append(float(res.confidence))
+            hit.append(sel in ex.gold)
+        if ex.source == "ramdocs" and ex.gold:
+            said = stated_claims(ex.claims, [float(x) for x in res.belief], r, sel, min_mass)
+            gold = [ex.claims[g] for g in ex.gold]
+            wrong = [c for j, c in enumerate(ex.claims) if j not in ex.gold]
+            strict += strict_exact_match(said, gold, wrong)
+            n_strict += 1
+    out: dict[str, Any] = {
+        "claim_accuracy": correct / total if total else None,
+        "ece": expected_calibration_error(conf, hit),
+        "selected_accuracy": sum(hit) / max(len(hit), 1),
+        "route_accuracy": routes_ok / n_routed if n_routed else None,
+        "routes": dict(route_counts),
+        "queries": len(outcomes),
+    }
+    for key in ("claim_accuracy", "route_accuracy"):
+        if out[key] is None:
+            del out[key]
+    for t, vals in sorted(ev_by_type.items()):
+        out[f"mean_evidence_{t}"] = sum(vals) / len(vals)
+    if n_strict:
+        out["strict_em_ramdocs"] = strict / n_strict
+        out["ramdocs_queries"] = n_strict
+    return out

@@ -1,0 +1,67 @@
+"""Evaluation metrics used during training and in reports (pure functions, value-tested)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from training.utils.text import normalize_text
+
+__all__ = ["expected_calibration_error", "stated_claims", "strict_exact_match"]
+
+
+def expected_calibration_error(
+    confidence: Sequence[float], correct: Sequence[bool], n_bins: int = 15
+) -> float:
+    """ECE with ``n_bins`` equal-width bins over [0, 1] (paper Eqs 26–27): ``Σ_b |B_b|/N · |acc_b − conf_b|``.
+
+    Bin ``b`` holds confidences in ``(b/n, (b+1)/n]``, the first bin also holds 0 and a confidence of
+    exactly 1.0 falls in the last bin. Returns 0.0 for no samples.
+
+    >>> expected_calibration_error([0.9, 0.9, 0.2], [True, False, False])
+    0.333333...
+    """
+    conf = np.asarray(confidence, dtype=np.float64)
+    corr = np.asarray(correct, dtype=np.float64)
+    if conf.shape != corr.shape:
+        raise ValueError(f"confidence and correct differ in length: {conf.shape} vs {corr.shape}")
+    if conf.size == 0:
+        return 0.0
+    if np.any((conf < 0) | (conf > 1) | ~np.isfinite(conf)):
+        raise ValueError("confidences must lie in [0, 1]")
+    bins = np.clip(np.ceil(conf * n_bins).astype(int) - 1, 0, n_bins - 1)
+    ece = 0.0
+    for b in range(n_bins):
+        sel = bins == b
+        if sel.any():
+            ece += sel.mean() * abs(corr[sel].mean() - conf[sel].mean())
+    return float(ece)
+
+
+def stated_claims(
+    claims: Sequence[str], masses: Sequence[float], route: str, selected: int, min_mass: float = 0.1
+) -> list[str]:
+    """The claims an answer states: the selected claim on ``direct``; on ``conflict`` every claim whose
+    fused mass reaches ``min_mass`` (minority misinformation drops out, valid answers stay); none on
+    ``abstain``."""
+    if route == "direct":
+        return [claims[selected]] if selected >= 0 else []
+    if route == "conflict":
+        return [c for c, m in zip(claims, masses) if m >= min_mass]
+    return []
+
+
+def strict_exact_match(stated: Iterable[str], gold: Iterable[str], wrong: Iterable[str] = ()) -> bool:
+    """MADAM-RAG's strict exact match on RAMDocs: every gold answer is stated and no planted wrong answer is
+    (SQuAD-normalized comparison).
+
+    >>> strict_exact_match(["Paris", "the Lyon"], ["paris", "lyon"], ["Nice"])
+    True
+    >>> strict_exact_match(["Paris", "Nice"], ["paris"], ["nice"])
+    False
+    """
+    said = {normalize_text(s) for s in stated}
+    gold_n = {normalize_text(g) for g in gold}
+    wrong_n = {normalize_text(w) for w in wrong} - gold_n
+    return bool(gold_n) and gold_n <= said and not (said & wrong_n)
