@@ -8,11 +8,11 @@ torch + stdlib only; no model I/O. The public API below is re-exported at the to
     routes = evidential.route(res.uncertainty, 0.35, 0.65)     # Eq 15
 """
 
-from .batching import pad_evidence
-from .compiled import fuse_evidence
-from .config import FusionConfig
-from .errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
-from .fusion import (
+from evidential.batching import pad_evidence
+from evidential.compiled import fuse_evidence
+from evidential.config import FusionConfig
+from evidential.errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
+from evidential.fusion import (
     AGGREGATION_RULES,
     FUSION_RULES,
     FusionResult,
@@ -22,7 +22,7 @@ from .fusion import (
     mean_pairwise_conflict,
     pairwise_conflict,
 )
-from .losses import (
+from evidential.losses import (
     EDLDigammaLoss,
     EDLLogLoss,
     EDLLoss,
@@ -32,9 +32,9 @@ from .losses import (
     edl_loss,
     kl_dirichlet_uniform,
 )
-from .opinions import Opinion, opinions_from_evidence, validate_evidence
-from .registry import Registry
-from .routing import ABSTAIN, CONFLICT, DIRECT, ROUTES, ROUTING_POLICIES, Routing, route
+from evidential.opinions import Opinion, opinions_from_evidence, validate_evidence
+from evidential.registry import Registry
+from evidential.routing import ABSTAIN, CONFLICT, DIRECT, ROUTES, ROUTING_POLICIES, Routing, route
 
 __version__ = "0.1.0"
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .errors import ShapeError
+from evidential.errors import ShapeError
 
 __all__ = ["pad_evidence"]
 

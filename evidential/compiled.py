@@ -13,9 +13,9 @@ import functools
 
 import torch
 
-from .errors import ShapeError
-from .fusion import FUSION_RULES, FusionResult, _check_lam, fusion_tensors
-from .opinions import _as_float, _mask, opinion_tensors, validate_evidence
+from evidential.errors import ShapeError
+from evidential.fusion import FUSION_RULES, FusionResult, _check_lam, fusion_tensors
+from evidential.opinions import _as_float, _mask, opinion_tensors, validate_evidence
 
 __all__ = ["fuse_evidence"]
 

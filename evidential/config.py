@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-from .errors import ConfigError
-from .fusion import fusion_rule_names
-from .routing import ROUTING_POLICIES
+from evidential.errors import ConfigError
+from evidential.fusion import fusion_rule_names
+from evidential.routing import ROUTING_POLICIES
 
 __all__ = ["FusionConfig"]
 

@@ -37,9 +37,9 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from .errors import ConfigError, ShapeError, UnknownNameError
-from .opinions import Opinion
-from .registry import Registry
+from evidential.errors import ConfigError, ShapeError, UnknownNameError
+from evidential.opinions import Opinion
+from evidential.registry import Registry
 
 __all__ = [
     "AGGREGATION_RULES",

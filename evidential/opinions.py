@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import InvalidEvidenceError, ShapeError
+from evidential.errors import InvalidEvidenceError, ShapeError
 
 __all__ = ["Opinion", "opinion_tensors", "opinions_from_evidence", "validate_evidence"]
 

@@ -6,7 +6,7 @@ independent oracle for the tests. Inputs are lists of floats; no masks (pass onl
 
 from __future__ import annotations
 
-from .errors import InvalidEvidenceError
+from evidential.errors import InvalidEvidenceError
 
 __all__ = ["reference_opinions", "reference_combine", "reference_fuse", "reference_route"]
 

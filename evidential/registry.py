@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from .errors import UnknownNameError
+from evidential.errors import UnknownNameError
 
 T = TypeVar("T")
 

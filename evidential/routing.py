@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import ConfigError, InvalidEvidenceError
-from .fusion import FusionResult
-from .registry import Registry
+from evidential.errors import ConfigError, InvalidEvidenceError
+from evidential.fusion import FusionResult
+from evidential.registry import Registry
 
 __all__ = [
     "ROUTES",

@@ -1,11 +1,11 @@
 """EDL losses and the evidence distillation loss: pure functions (:mod:`.functional`), one module per form."""
 
-from .base import EDLLoss
-from .edl_digamma import EDLDigammaLoss
-from .edl_log import EDLLogLoss
-from .edl_mse import EDLMSELoss
-from .evidence_distillation import EvidenceDistillationLoss
-from .functional import (
+from evidential.losses.base import EDLLoss
+from evidential.losses.edl_digamma import EDLDigammaLoss
+from evidential.losses.edl_log import EDLLogLoss
+from evidential.losses.edl_mse import EDLMSELoss
+from evidential.losses.evidence_distillation import EvidenceDistillationLoss
+from evidential.losses.functional import (
     annealing_coefficient,
     edl_data_term,
     edl_loss,
@@ -14,7 +14,7 @@ from .functional import (
     kl_dirichlet,
     kl_dirichlet_uniform,
 )
-from .fused_mass import FusedMassLoss
+from evidential.losses.fused_mass import FusedMassLoss
 
 __all__ = [
     "EDLLoss",

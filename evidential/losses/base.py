@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .functional import edl_loss
+from evidential.losses.functional import edl_loss
 
 
 class EDLLoss(nn.Module):

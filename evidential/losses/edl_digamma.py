@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import EDLLoss
+from evidential.losses.base import EDLLoss
 
 
 class EDLDigammaLoss(EDLLoss):

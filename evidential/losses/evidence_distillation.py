@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .functional import DISTILLATION_KINDS, evidence_distillation_loss
+from evidential.losses.functional import DISTILLATION_KINDS, evidence_distillation_loss
 
 
 class EvidenceDistillationLoss(nn.Module):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import ShapeError
+from evidential.errors import ShapeError
 
 __all__ = [
     "DISTILLATION_KINDS",
@@ -210,8 +210,8 @@ def fused_mass_loss(
         eps: Floor inside the log.
         reduction: ``"mean"`` over counted queries, ``"sum"`` or ``"none"``.
     """
-    from ..fusion import fuse
-    from ..opinions import opinions_from_evidence
+    from evidential.fusion import fuse
+    from evidential.opinions import opinions_from_evidence
 
     if target.shape[-1] != evidence.shape[-1] + 1:
         raise ShapeError(

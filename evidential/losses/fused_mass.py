@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .functional import fused_mass_loss
+from evidential.losses.functional import fused_mass_loss
 
 
 class FusedMassLoss(nn.Module):
