@@ -21,7 +21,7 @@ from training.utils.configio import apply_overrides, build_dataclass, read_yaml_
 
 __all__ = ["DataSourceConfig", "LossConfig", "TrainConfig", "load_train_config"]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

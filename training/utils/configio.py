@@ -19,7 +19,7 @@ from evidential.errors import ConfigError
 
 __all__ = ["apply_overrides", "build_dataclass", "read_yaml_mapping", "resolve_config_path", "to_dict"]
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 def build_dataclass(cls: type, data: Any, prefix: str = ""):
