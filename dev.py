@@ -234,9 +234,14 @@ def main(argv: list[str]) -> int:
     # (test durations range from milliseconds to a minute); the 15 slowest tests shown
     chose = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest)
     workers = [] if chose else ["-n", "2", "--dist", "worksteal"]
+    # the architecture contracts of .importlinter (dependency direction, a pure core, nothing imports the CLI)
+    architecture = run([BIN / "lint-imports", "--no-cache"], cwd=ROOT, env=env)
     code = run([PY, "-m", "pytest", *workers, "--durations=15", *rest], cwd=ROOT, env=env)
     if code == 5:
         print("pytest collected no tests: that is a failure here, not a pass", file=sys.stderr)
+    if code == 0 and architecture != 0:
+        print("the tests passed but the import contracts (lint-imports, above) are broken", file=sys.stderr)
+        return architecture
     return code
 
 

@@ -14,8 +14,8 @@ import functools
 import torch
 
 from evidential.errors import ShapeError
-from evidential.fusion import FUSION_RULES, FusionResult, _check_lam, fusion_tensors
-from evidential.opinions import _as_float, _mask, opinion_tensors, validate_evidence
+from evidential.fusion import FUSION_RULES, FusionResult, fusion_tensors, lam_tensor
+from evidential.opinions import as_float_tensor, broadcast_mask, opinion_tensors, validate_evidence
 
 __all__ = ["fuse_evidence"]
 
@@ -57,20 +57,28 @@ def fuse_evidence(
     Returns:
         The same :class:`FusionResult` as ``fuse(opinions_from_evidence(...))``.
     """
-    e = _as_float(evidence)
+    e = as_float_tensor(evidence)
     if e.ndim < 2:
         raise ShapeError(f"evidence must have shape [..., k, M]; got shape {tuple(e.shape)}")
     FUSION_RULES.get(rule)  # fail early on unknown names
     lead, k, m = tuple(e.shape[:-2]), e.shape[-2], e.shape[-1]
-    cm = None if claim_mask is None else _mask(claim_mask, lead + (m,), e.device, "claim_mask", "[..., M]")
-    km = None if chunk_mask is None else _mask(chunk_mask, lead + (k,), e.device, "chunk_mask", "[..., k]")
+    cm = (
+        None
+        if claim_mask is None
+        else broadcast_mask(claim_mask, lead + (m,), e.device, "claim_mask", "[..., M]")
+    )
+    km = (
+        None
+        if chunk_mask is None
+        else broadcast_mask(chunk_mask, lead + (k,), e.device, "chunk_mask", "[..., k]")
+    )
     valid = None
     if cm is not None or km is not None:
         valid = (cm.unsqueeze(-2) if cm is not None else True) & (
             km.unsqueeze(-1) if km is not None else True
         )
     e = validate_evidence(e, valid, sanitize=sanitize)
-    lam_t = _check_lam(lam, e)
+    lam_t = lam_tensor(lam, e)
     if km is not None and bool(km.all()):
         km = None
     fn = _compiled(rule) if compiled else functools.partial(_kernel, rule=rule)

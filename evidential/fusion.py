@@ -157,7 +157,8 @@ def dempster_rule(a: MassState, b: MassState, lam: torch.Tensor) -> tuple[MassSt
     return MassState(singletons, theta, ignorance, conflict), k
 
 
-def _check_lam(lam, like: torch.Tensor) -> torch.Tensor:
+def lam_tensor(lam, like: torch.Tensor) -> torch.Tensor:
+    """``lam`` as a tensor of ``like``'s dtype and device; :class:`ConfigError` unless every value is in [0, 1]."""
     t = torch.as_tensor(lam, dtype=like.dtype, device=like.device)
     if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or bool((t > 1).any()):
         raise ConfigError(f"lam must lie in [0, 1]; got {lam!r}")
@@ -166,7 +167,7 @@ def _check_lam(lam, like: torch.Tensor) -> torch.Tensor:
 
 def combine(a: MassState, b: MassState, lam: float | torch.Tensor = 0.6, rule: str = "lambda"):
     """Combine two mass functions with a named rule (Eqs 7-11). Returns ``(MassState, K)``."""
-    return FUSION_RULES.get(rule)(a, b, _check_lam(lam, a.theta))
+    return FUSION_RULES.get(rule)(a, b, lam_tensor(lam, a.theta))
 
 
 def pairwise_conflict(belief: torch.Tensor) -> torch.Tensor:
@@ -341,7 +342,7 @@ def fuse(
             f"unknown fusion rule {rule!r}; choose one of: {', '.join(fusion_rule_names())}"
         )
     belief, vacuity = opinions.belief, opinions.vacuity
-    lam_t = _check_lam(lam, vacuity)
+    lam_t = lam_tensor(lam, vacuity)
     mask = opinions.chunk_mask
     if chunk_mask is not None:
         cm = torch.as_tensor(chunk_mask, device=belief.device)

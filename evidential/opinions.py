@@ -122,14 +122,17 @@ def validate_evidence(
     return torch.where(bad, torch.zeros_like(evidence), evidence)
 
 
-def _as_float(evidence: torch.Tensor | list | tuple | float) -> torch.Tensor:
+def as_float_tensor(evidence: torch.Tensor | list | tuple | float) -> torch.Tensor:
+    """``evidence`` as a tensor, integer and boolean inputs cast to the default float dtype."""
     t = torch.as_tensor(evidence)
     if not t.is_floating_point():
         t = t.to(torch.get_default_dtype())
     return t
 
 
-def _mask(mask, shape: tuple[int, ...], device, what: str, expected: str) -> torch.Tensor:
+def broadcast_mask(mask, shape: tuple[int, ...], device, what: str, expected: str) -> torch.Tensor:
+    """A boolean mask of ``shape`` (all true when ``mask`` is ``None``; non-zero is true), broadcast if it
+    can be; :class:`ShapeError` naming ``what`` and its ``expected`` shape otherwise."""
     if mask is None:
         return torch.ones(shape, dtype=torch.bool, device=device)
     m = torch.as_tensor(mask, device=device)
@@ -175,7 +178,7 @@ def opinions_from_evidence(
         >>> op.belief.tolist(), op.vacuity.tolist()
         ([[0.6, 0.0], [0.0, 0.6]], [0.4, 0.4])
     """
-    e = _as_float(evidence)
+    e = as_float_tensor(evidence)
     if e.ndim < 2:
         raise ShapeError(
             f"evidence must have shape [..., k, M] (chunks x claims); got shape {tuple(e.shape)}. "
@@ -183,8 +186,8 @@ def opinions_from_evidence(
         )
     *lead, k, m = e.shape
     lead = tuple(lead)
-    cm = _mask(claim_mask, lead + (m,), e.device, "claim_mask", "[..., M]")
-    km = _mask(chunk_mask, lead + (k,), e.device, "chunk_mask", "[..., k]")
+    cm = broadcast_mask(claim_mask, lead + (m,), e.device, "claim_mask", "[..., M]")
+    km = broadcast_mask(chunk_mask, lead + (k,), e.device, "chunk_mask", "[..., k]")
     e = validate_evidence(e, cm.unsqueeze(-2) & km.unsqueeze(-1), sanitize=sanitize)
     e, belief, vacuity = opinion_tensors(e, cm, km)
     return Opinion(evidence=e, belief=belief, vacuity=vacuity, claim_mask=cm, chunk_mask=km)
