@@ -86,88 +86,41 @@ class LearnedEvaluator:
         """All queries' chunk decisions in at most two batched encoder passes (see the module docstring)."""
         cands = check_batch(queries, chunks, candidates)
         texts = [[c.text[: self.max_chunk_chars] for c in cs] for cs in chunks]
-        modes = []
-        for q, cand in zip(queries, cands):
-            modes.append("candidates" if cand else "yes/no" if is_yes_no_question(q) else "extracted")
-        # pass 1: claim extraction for the queries that need it
+        modes = [
+            "candidates" if cand else "yes/no" if is_yes_no_question(q) else "extracted"
+            for q, cand in zip(queries, cands)
+        ]
         t0 = time.perf_counter()
-        need = [n for n, m in enumerate(modes) if m == "extracted" and texts[n]]
-        spans: dict[int, list] = {}
-        if need:
-            flat = self.model.extract_spans(
-                [queries[n] for n in need for _ in texts[n]], [t for n in need for t in texts[n]]
-            )
-            self.passes += 1
-            pos = 0
-            for n in need:
-                spans[n] = flat[pos : pos + len(texts[n])]
-                pos += len(texts[n])
-        t_extract = time.perf_counter() - t0
-        # alignment of the frames
+        spans = self._extract(queries, texts, modes)
         t1 = time.perf_counter()
-        frames: list[list[FrameClaim]] = []
-        for n, (cs, cand, mode) in enumerate(zip(chunks, cands, modes)):
-            inventory = cand if mode == "candidates" else list(YES_NO) if mode == "yes/no" else []
-            raw = [s.text for s in spans[n]] if n in spans else [None] * len(cs)
-            alignment = self.aligner.align(raw, inventory=inventory)
-            frames.append(
-                [
-                    FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms))
-                    for j, c in enumerate(alignment.claims)
-                ]
-            )
-        t_align = time.perf_counter() - t1
-        # pass 2: evidence for every (chunk, claim) pair of every query
+        frames = [
+            self._frame(cs, cand, mode, spans.get(n))
+            for n, (cs, cand, mode) in enumerate(zip(chunks, cands, modes))
+        ]
         t2 = time.perf_counter()
+        # pass 2: evidence for every (chunk, claim) pair of every query
         mats = self.model.evidence_matrices(
             list(queries), texts, [[fc.text for fc in frame] for frame in frames]
         )
         if any(t and f for t, f in zip(texts, frames)):
             self.passes += 1
-        t_score = time.perf_counter() - t2
+        timings = {"extract": t1 - t0, "align": t2 - t1, "evaluate": time.perf_counter() - t2}
         results = []
         for n, (q, cs, frame, ev) in enumerate(zip(queries, chunks, frames, mats)):
             ev = ev.detach().to("cpu", torch.float64)
-            decisions = []
-            for i, c in enumerate(cs):
-                row = ev[i] if frame else torch.zeros(0, dtype=torch.float64)
-                top = int(row.argmax()) if row.numel() else -1
-                supports = top >= 0 and float(row[top]) >= self.support_threshold
-                if supports:
-                    frame[top].chunk_ids.append(c.id)
-                span = spans[n][i] if n in spans else None
-                why = f"span {span.text!r}; " if span is not None and span.text else ""
-                decisions.append(
-                    ChunkEvidence(
-                        chunk_id=c.id,
-                        claim=frame[top].text if supports else None,
-                        answer=normalize_text(frame[top].text) if supports else None,
-                        stance="supports" if supports else "irrelevant",
-                        rationale=why
-                        + (
-                            f"largest evidence {float(row[top]):.2f} for {frame[top].text!r}"
-                            if top >= 0
-                            else "no candidate claim"
-                        ),
-                        evidence={
-                            fc.id: rounded(float(row[j])) for j, fc in enumerate(frame) if float(row[j]) > 0
-                        },
-                    )
-                )
             self.decisions += len(cs)
             self.counts["valid"] += len(cs)
-            passes = int(n in spans) + int(bool(cs) and bool(frame))
             results.append(
                 EvaluationResult(
                     query=q,
                     chunks=list(cs),
-                    decisions=decisions,
+                    decisions=self._decisions(cs, frame, ev, spans.get(n)),
                     claims=frame,
                     evidence=ev if frame else torch.zeros(len(cs), 0, dtype=torch.float64),
                     logical_decisions=len(cs),
-                    batched_passes=passes,
+                    batched_passes=int(n in spans) + int(bool(cs) and bool(frame)),
                     counts={"valid": len(cs), "repaired": 0, "failed": 0},
-                    timings={"extract": t_extract, "align": t_align, "evaluate": t_score},
+                    timings=dict(timings),
                     evaluator=self.name,
                     meta={
                         "checkpoint": self.checkpoint,
@@ -180,3 +133,62 @@ class LearnedEvaluator:
                 )
             )
         return results
+
+    def _extract(self, queries: Sequence[str], texts: list[list[str]], modes: list[str]) -> dict[int, list]:
+        """Pass 1: the span head's claim of every chunk, for the queries whose claims are extracted
+        (query index → one span per chunk); one batched encoder pass when any query needs it."""
+        need = [n for n, m in enumerate(modes) if m == "extracted" and texts[n]]
+        if not need:
+            return {}
+        flat = self.model.extract_spans(
+            [queries[n] for n in need for _ in texts[n]], [t for n in need for t in texts[n]]
+        )
+        self.passes += 1
+        spans, pos = {}, 0
+        for n in need:
+            spans[n] = flat[pos : pos + len(texts[n])]
+            pos += len(texts[n])
+        return spans
+
+    def _frame(
+        self, chunks: Sequence[Chunk], candidates: Sequence[str], mode: str, spans
+    ) -> list[FrameClaim]:
+        """The query's frame: the candidates, yes/no, or the aligned extracted spans."""
+        inventory = list(candidates) if mode == "candidates" else list(YES_NO) if mode == "yes/no" else []
+        raw = [s.text for s in spans] if spans is not None else [None] * len(chunks)
+        alignment = self.aligner.align(raw, inventory=inventory)
+        return [
+            FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms))
+            for j, c in enumerate(alignment.claims)
+        ]
+
+    def _decisions(self, chunks: Sequence[Chunk], frame: list[FrameClaim], ev: torch.Tensor, spans) -> list:
+        """One decision per chunk: it supports its largest-evidence claim when that evidence reaches
+        ``support_threshold`` (the claim then lists the chunk), else it is irrelevant."""
+        decisions = []
+        for i, c in enumerate(chunks):
+            row = ev[i] if frame else torch.zeros(0, dtype=torch.float64)
+            top = int(row.argmax()) if row.numel() else -1
+            supports = top >= 0 and float(row[top]) >= self.support_threshold
+            if supports:
+                frame[top].chunk_ids.append(c.id)
+            span = spans[i] if spans is not None else None
+            why = f"span {span.text!r}; " if span is not None and span.text else ""
+            decisions.append(
+                ChunkEvidence(
+                    chunk_id=c.id,
+                    claim=frame[top].text if supports else None,
+                    answer=normalize_text(frame[top].text) if supports else None,
+                    stance="supports" if supports else "irrelevant",
+                    rationale=why
+                    + (
+                        f"largest evidence {float(row[top]):.2f} for {frame[top].text!r}"
+                        if top >= 0
+                        else "no candidate claim"
+                    ),
+                    evidence={
+                        fc.id: rounded(float(row[j])) for j, fc in enumerate(frame) if float(row[j]) > 0
+                    },
+                )
+            )
+        return decisions
