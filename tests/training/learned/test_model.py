@@ -146,7 +146,11 @@ def test_tokenize_is_safe_from_concurrent_threads(model):
     under a concurrent batched ``tokenize`` (it did: "expected sequence of length 138 at dim 1 (got 123)")."""
     from concurrent.futures import ThreadPoolExecutor
 
-    batch = (["a question about the album"] * 64, [("word " * n) for n in range(64)], [["alpha", "beta"]] * 64)
+    batch = (
+        ["a question about the album"] * 64,
+        [("word " * n) for n in range(64)],
+        [["alpha", "beta"]] * 64,
+    )
     expected = model.tokenize(*batch)["input_ids"]
 
     def job(i: int):
