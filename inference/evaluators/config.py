@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
 from inference.backends.base import BackendConfig, GenerationConfig
 from inference.evaluators.base import EVALUATORS
@@ -132,10 +133,8 @@ class EvaluatorConfig(
 ):
     """Which evaluator turns (query, chunk) pairs into evidence, and with which model."""
 
-    GROUPS = {
-        "prompt": PromptEvaluatorFields,
-        "learned": LearnedEvaluatorFields,
-    }
+    # evaluator name -> the field group only that evaluator reads
+    GROUPS: ClassVar[dict[str, type]] = {"prompt": PromptEvaluatorFields, "learned": LearnedEvaluatorFields}
 
     @classmethod
     def fields_for(cls, name: str) -> tuple[str, ...]:
