@@ -8,19 +8,19 @@ repository; any other path works too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evidential import FusionConfig
-from evidential.errors import ConfigError
 from inference.evaluators.config import EvaluatorConfig
 from inference.generation.config import GeneratorConfig
 from inference.rag.config import BaselinesConfig
-from inference.retrieval.config import RetrievalConfig
+from inference.retrieval.config import DEFAULT_EMBEDDER, RetrievalConfig
 from training.utils.configio import (
     CONFIG_DIR,
     apply_overrides,
     build_dataclass,
+    check_fields,
     read_yaml_mapping,
     to_dict,
 )
@@ -36,42 +36,44 @@ __all__ = [
 ]
 
 
+_MODEL_ID = "be a non-empty model id or path"
+
+
 @dataclass
 class ModelsConfig:
     """Models of the full pipeline, as hub ids or local paths (the same code path loads both)."""
 
     embedder: str = field(
-        default="sentence-transformers/all-MiniLM-L6-v2",
+        default=DEFAULT_EMBEDDER,
         metadata={
-            "help": "Dense retriever (sentence-transformers). CPU default: the packaged all-MiniLM-L6-v2; paper: BAAI/bge-large-en-v1.5."
+            "help": "Dense retriever (sentence-transformers). CPU default: the packaged all-MiniLM-L6-v2; paper: BAAI/bge-large-en-v1.5.",
+            "must": _MODEL_ID,
         },
     )
     reranker: str | None = field(
         default=None,
         metadata={
-            "help": "Cross-encoder reranker, or null for none (no reranker ships offline). Paper: BAAI/bge-reranker-v2-m3."
+            "help": "Cross-encoder reranker, or null for none (no reranker ships offline). Paper: BAAI/bge-reranker-v2-m3.",
+            "must": _MODEL_ID + " or null (none)",
         },
     )
     evaluator: str = field(
         default="HuggingFaceTB/SmolLM2-135M-Instruct",
         metadata={
-            "help": "Instruction LLM of the prompt-based evaluator. Paper: meta-llama/Meta-Llama-3-8B-Instruct."
+            "help": "Instruction LLM of the prompt-based evaluator. Paper: meta-llama/Meta-Llama-3-8B-Instruct.",
+            "must": _MODEL_ID,
         },
     )
     generator: str = field(
         default="HuggingFaceTB/SmolLM2-135M-Instruct",
         metadata={
-            "help": "Instruction LLM that writes the routed answer. Paper: meta-llama/Meta-Llama-3-8B-Instruct."
+            "help": "Instruction LLM that writes the routed answer. Paper: meta-llama/Meta-Llama-3-8B-Instruct.",
+            "must": _MODEL_ID,
         },
     )
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.name == "reranker":
-                continue
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"models.{f.name} must be a non-empty model id or path; got {value!r}")
+        check_fields(self, "models")
 
 
 @dataclass
@@ -81,25 +83,24 @@ class EvidenceConfig:
     strength: float = field(
         default=5.0,
         metadata={
-            "help": "Evidence a labelled document gives the answer it states (the prompt evaluator's 0-10 scale)."
+            "help": "Evidence a labelled document gives the answer it states (the prompt evaluator's 0-10 scale).",
+            "range": (0.0, None),
+            "ends": "()",
         },
     )
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.strength, bool)
-            or not isinstance(self.strength, (int, float))
-            or not self.strength > 0
-        ):
-            raise ConfigError(f"evidence.strength must be a number > 0; got {self.strength!r}")
-        self.strength = float(self.strength)
+        check_fields(self, "evidence")
 
 
 @dataclass
 class RunConfig:
     """Top-level configuration of an EvidentialRAG run."""
 
-    k: int = field(default=5, metadata={"help": "Number of retrieved (reranked) chunks per query (paper 5)."})
+    k: int = field(
+        default=5,
+        metadata={"help": "Number of retrieved (reranked) chunks per query (paper 5).", "range": (1, None)},
+    )
     seed: int = field(default=0, metadata={"help": "Random seed recorded with every run."})
     fusion: FusionConfig = field(default_factory=FusionConfig, metadata={"help": "Fusion and routing."})
     models: ModelsConfig = field(default_factory=ModelsConfig, metadata={"help": "Model ids or paths."})
@@ -126,19 +127,13 @@ class RunConfig:
         metadata={
             "help": "Calibration file written by `evidential-rag calibrate` (evidence scale, λ, τ1/τ2, isotonic "
             "confidence map), or null for none. It must have been fitted for this evaluator and checkpoint "
-            "(or prompt model); its λ/τ replace fusion.lam/tau1/tau2."
+            "(or prompt model); its λ/τ replace fusion.lam/tau1/tau2.",
+            "must": "be a file path or null",
         },
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ConfigError(f"k must be an integer >= 1; got {self.k!r}")
-        if self.calibration is not None and (
-            not isinstance(self.calibration, str) or not self.calibration.strip()
-        ):
-            raise ConfigError(f"calibration must be a file path or null; got {self.calibration!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"seed must be an integer; got {self.seed!r}")
+        check_fields(self)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:

@@ -1,26 +1,46 @@
-"""Configuration of the evaluators (the ``evaluator`` section of a run config)."""
+"""Configuration of the evaluators (the ``evaluator`` section of a run config).
+
+The section is flat (``--set evaluator.checkpoint=...``), but its fields come in groups that say which
+evaluator reads them: :class:`PromptEvaluatorFields` (``name: prompt``), :class:`ClaimAlignmentFields` (both)
+and :class:`LearnedEvaluatorFields` (``name: learned``). :class:`EvaluatorConfig` combines them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
-from evidential.errors import ConfigError
 from inference.backends.base import BackendConfig, GenerationConfig
+from inference.evaluators.base import EVALUATORS
+from training.utils.configio import check_fields, is_device_spec
 
-__all__ = ["EvaluatorConfig"]
+__all__ = [
+    "ClaimAlignmentFields",
+    "EvaluatorConfig",
+    "EvaluatorSelection",
+    "LearnedEvaluatorFields",
+    "PromptEvaluatorFields",
+]
 
 
 @dataclass
-class EvaluatorConfig:
-    """Which evaluator turns (query, chunk) pairs into evidence, and with which model."""
+class EvaluatorSelection:
+    """Which evaluator runs."""
 
     name: str = field(
         default="learned",
         metadata={
-            "help": "Evaluator: 'prompt' (instruction LLM + JSON contract) or 'learned' (LoRA-tuned evidential head)."
+            "help": "Evaluator: 'prompt' (instruction LLM + JSON contract) or 'learned' (LoRA-tuned evidential head).",
+            "choices": EVALUATORS,
         },
     )
+
+
+@dataclass
+class PromptEvaluatorFields:
+    """Fields of the prompt evaluator (``evaluator.name: prompt``); the learned evaluator ignores them."""
+
     backend: BackendConfig = field(
         default_factory=BackendConfig, metadata={"help": "Model backend of the prompt evaluator."}
     )
@@ -34,33 +54,66 @@ class EvaluatorConfig:
         default=True, metadata={"help": "Use JSON-schema-constrained decoding where the backend offers it."}
     )
     max_chunk_chars: int = field(
-        default=4000, metadata={"help": "Chunks are cut to this many characters in the prompt."}
+        default=4000,
+        metadata={"help": "Chunks are cut to this many characters in the prompt.", "range": (100, None)},
     )
+
+
+@dataclass
+class ClaimAlignmentFields:
+    """Fields of the claim alignment that both evaluators use."""
+
     similarity: str = field(
         default="none",
         metadata={
-            "help": "Paraphrase merging in claim alignment: 'none' (rules only) or 'minilm' (packaged all-MiniLM-L6-v2)."
+            "help": "Paraphrase merging in claim alignment: 'none' (rules only) or 'minilm' (packaged all-MiniLM-L6-v2).",
+            "choices": ("none", "minilm"),
+            "must": "be 'none' or 'minilm'",
         },
     )
     similarity_threshold: float = field(
-        default=0.92, metadata={"help": "Cosine similarity above which paraphrases merge (conservative)."}
+        default=0.92,
+        metadata={
+            "help": "Cosine similarity above which paraphrases merge (conservative).",
+            "range": (0.0, 1.0),
+            "ends": "(]",
+        },
     )
     number_tolerance: float = field(
-        default=0.0, metadata={"help": "Relative tolerance under which two numbers are the same claim."}
+        default=0.0,
+        metadata={
+            "help": "Relative tolerance under which two numbers are the same claim.",
+            "range": (0.0, 1.0),
+            "ends": "[)",
+        },
     )
+
+
+@dataclass
+class LearnedEvaluatorFields:
+    """Fields of the learned evaluator (``evaluator.name: learned``); the prompt evaluator ignores them."""
 
     checkpoint: str = field(
         default="checkpoints/learned-minilm",
         metadata={
-            "help": "Learned evaluator checkpoint folder (relative paths: from the working directory, then the repository). Default: the shipped CPU checkpoint."
+            "help": "Learned evaluator checkpoint folder (relative paths: from the working directory, then the repository). Default: the shipped CPU checkpoint.",
+            "must": "be a folder path",
         },
     )
     support_threshold: float = field(
         default=1.0,
-        metadata={"help": "Learned evaluator: evidence at which a chunk counts as supporting its top claim."},
+        metadata={
+            "help": "Learned evaluator: evidence at which a chunk counts as supporting its top claim.",
+            "range": (0.0, None),
+        },
     )
     device: str = field(
-        default="cpu", metadata={"help": "Learned evaluator device: 'cpu', 'cuda[:n]' or 'auto'."}
+        default="cpu",
+        metadata={
+            "help": "Learned evaluator device: 'cpu', 'cuda[:n]' or 'auto'.",
+            "check": is_device_spec,
+            "must": "be 'cpu', 'cuda[:n]' or 'auto'",
+        },
     )
 
     def resolved_checkpoint(self) -> Path:
@@ -71,42 +124,24 @@ class EvaluatorConfig:
         repo = Path(__file__).resolve().parents[2] / p
         return repo if repo.exists() else p
 
-    def __post_init__(self) -> None:
-        from inference.evaluators import EVALUATORS
 
-        if self.name not in EVALUATORS:
-            raise ConfigError(
-                f"evaluator.name must be one of {', '.join(EVALUATORS.names())}; got {self.name!r}"
-            )
-        if self.similarity not in ("none", "minilm"):
-            raise ConfigError(f"evaluator.similarity must be 'none' or 'minilm'; got {self.similarity!r}")
-        if not isinstance(self.similarity_threshold, (int, float)) or not 0 < self.similarity_threshold <= 1:
-            raise ConfigError(
-                f"evaluator.similarity_threshold must lie in (0, 1]; got {self.similarity_threshold!r}"
-            )
-        if not isinstance(self.number_tolerance, (int, float)) or not 0 <= self.number_tolerance < 1:
-            raise ConfigError(f"evaluator.number_tolerance must lie in [0, 1); got {self.number_tolerance!r}")
-        if (
-            isinstance(self.max_chunk_chars, bool)
-            or not isinstance(self.max_chunk_chars, int)
-            or self.max_chunk_chars < 100
-        ):
-            raise ConfigError(
-                f"evaluator.max_chunk_chars must be an integer >= 100; got {self.max_chunk_chars!r}"
-            )
-        if not isinstance(self.checkpoint, str) or not self.checkpoint.strip():
-            raise ConfigError(f"evaluator.checkpoint must be a folder path; got {self.checkpoint!r}")
-        if (
-            isinstance(self.support_threshold, bool)
-            or not isinstance(self.support_threshold, (int, float))
-            or self.support_threshold < 0
-        ):
-            raise ConfigError(
-                f"evaluator.support_threshold must be a number >= 0; got {self.support_threshold!r}"
-            )
-        if not isinstance(self.device, str) or not (
-            self.device in ("cpu", "auto") or self.device.startswith("cuda")
-        ):
-            raise ConfigError(f"evaluator.device must be 'cpu', 'cuda[:n]' or 'auto'; got {self.device!r}")
-        if not isinstance(self.constrained, bool):
-            raise ConfigError(f"evaluator.constrained must be true or false; got {self.constrained!r}")
+# Field order (name, prompt, alignment, learned) is the YAML / ``to_dict`` order: dataclasses collect the
+# fields of the bases in reverse MRO order.
+@dataclass
+class EvaluatorConfig(
+    LearnedEvaluatorFields, ClaimAlignmentFields, PromptEvaluatorFields, EvaluatorSelection
+):
+    """Which evaluator turns (query, chunk) pairs into evidence, and with which model."""
+
+    # evaluator name -> the field group only that evaluator reads
+    GROUPS: ClassVar[dict[str, type]] = {"prompt": PromptEvaluatorFields, "learned": LearnedEvaluatorFields}
+
+    @classmethod
+    def fields_for(cls, name: str) -> tuple[str, ...]:
+        """The fields evaluator ``name`` reads: its own group plus the claim alignment (``name`` excluded)."""
+        group = cls.GROUPS.get(name)
+        own = tuple(f.name for f in fields(group)) if group is not None else ()
+        return own + tuple(f.name for f in fields(ClaimAlignmentFields))
+
+    def __post_init__(self) -> None:
+        check_fields(self, "evaluator")

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from evidential.errors import ConfigError
 from inference.backends.base import BackendConfig, GenerationConfig
+from inference.generation.base import GENERATORS
+from training.utils.configio import check_fields
 
 __all__ = ["GeneratorConfig"]
 
@@ -18,7 +20,8 @@ class GeneratorConfig:
         default="llm",
         metadata={
             "help": "Generator: 'llm' (instruction LLM writes every route, template fallback) or 'template' "
-            "(deterministic, no model)."
+            "(deterministic, no model).",
+            "choices": GENERATORS,
         },
     )
     backend: BackendConfig = field(
@@ -34,7 +37,10 @@ class GeneratorConfig:
     )
     max_chunk_chars: int = field(
         default=1000,
-        metadata={"help": "Each chunk's text is cut to this many characters in the generator prompt."},
+        metadata={
+            "help": "Each chunk's text is cut to this many characters in the generator prompt.",
+            "range": (100, None),
+        },
     )
     fallback_to_template: bool = field(
         default=True,
@@ -45,12 +51,7 @@ class GeneratorConfig:
     )
 
     def __post_init__(self) -> None:
-        from inference.generation.base import GENERATORS
-
-        if self.name not in GENERATORS:
-            raise ConfigError(
-                f"generator.name must be one of {', '.join(GENERATORS.names())}; got {self.name!r}"
-            )
+        check_fields(self, "generator")
         if not isinstance(self.backend, BackendConfig):
             raise ConfigError(
                 f"generator.backend must be a backend section; got {type(self.backend).__name__}"
@@ -61,15 +62,3 @@ class GeneratorConfig:
             )
         if self.generation.json_schema is not None:
             raise ConfigError("generator.generation.json_schema must be null: the generator writes free text")
-        if (
-            isinstance(self.max_chunk_chars, bool)
-            or not isinstance(self.max_chunk_chars, int)
-            or self.max_chunk_chars < 100
-        ):
-            raise ConfigError(
-                f"generator.max_chunk_chars must be an integer >= 100; got {self.max_chunk_chars!r}"
-            )
-        if not isinstance(self.fallback_to_template, bool):
-            raise ConfigError(
-                f"generator.fallback_to_template must be true or false; got {self.fallback_to_template!r}"
-            )

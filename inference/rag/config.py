@@ -7,12 +7,12 @@ any model code.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from evidential.errors import ConfigError
 from evidential.registry import Registry
+from training.utils.configio import check_fields
 
 __all__ = ["RETRIEVAL_EVALUATORS", "BaselinesConfig", "CorrectiveConfig", "SelfRAGConfig"]
 
@@ -20,14 +20,8 @@ __all__ = ["RETRIEVAL_EVALUATORS", "BaselinesConfig", "CorrectiveConfig", "SelfR
 RETRIEVAL_EVALUATORS: Registry[Any] = Registry("retrieval evaluator")
 
 _MODES = ("prompted", "checkpoint")
-
-
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_unit(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0 <= x <= 1.0
+_UNIT = {"range": (0.0, 1.0), "must": "be a number in [0, 1]"}
+_WEIGHT = {"range": (0.0, None), "must": "be a finite number >= 0"}
 
 
 @dataclass
@@ -43,21 +37,24 @@ class CorrectiveConfig:
         metadata={
             "help": "Scorer of (question, chunk) relevance in [0, 1] (RETRIEVAL_EVALUATORS): 'learned' (the "
             "learned evaluator's belief mass 1 - vacuity) or 'embedding' (cosine of the retrieval embedder, "
-            "untrained)."
+            "untrained).",
+            "choices": RETRIEVAL_EVALUATORS,
         },
     )
     upper: float = field(
         default=0.6,
         metadata={
             "help": "A question is 'correct' when some chunk scores above this (CRAG's upper threshold; set "
-            "on the shipped learned checkpoint's scale, not calibrated)."
+            "on the shipped learned checkpoint's scale, not calibrated).",
+            **_UNIT,
         },
     )
     lower: float = field(
         default=0.2,
         metadata={
             "help": "A question is 'incorrect' when every chunk scores below this; chunks above it are "
-            "refined as internal knowledge (CRAG's lower threshold; < upper)."
+            "refined as internal knowledge (CRAG's lower threshold; < upper).",
+            **_UNIT,
         },
     )
     strip_threshold: float = field(
@@ -65,18 +62,23 @@ class CorrectiveConfig:
         metadata={
             "help": "Knowledge refinement keeps strips scoring at least this (in [0, 1]; strips are short, so "
             "the learned evaluator's belief mass for them is small: irrelevant strips score about 0-0.02 "
-            "with the shipped checkpoint)."
+            "with the shipped checkpoint).",
+            **_UNIT,
         },
     )
     max_strips: int = field(
         default=6,
-        metadata={"help": "Knowledge refinement keeps at most this many strips per question (>= 1)."},
+        metadata={
+            "help": "Knowledge refinement keeps at most this many strips per question (>= 1).",
+            "range": (1, None),
+        },
     )
     strip_sentences: int = field(
         default=3,
         metadata={
             "help": "Most sentences per strip; a chunk's sentences are grouped evenly (3: strips of 2-3 "
-            "sentences)."
+            "sentences).",
+            "range": (1, None),
         },
     )
     expand: int | None = field(
@@ -84,32 +86,18 @@ class CorrectiveConfig:
         metadata={
             "help": "Extra chunks fetched by the fallback of the incorrect/ambiguous actions (the index "
             "searches k + expand and keeps unseen chunks; at most this many of the caller's extra_chunks); "
-            "null = k."
+            "null = k.",
+            "range": (1, None),
+            "null": "= k",
         },
     )
 
     def __post_init__(self) -> None:
-        if self.retrieval_evaluator not in RETRIEVAL_EVALUATORS:
-            raise ConfigError(
-                f"baselines.corrective.retrieval_evaluator must be one of {', '.join(RETRIEVAL_EVALUATORS.names())}; "
-                f"got {self.retrieval_evaluator!r}"
-            )
-        for name in ("upper", "lower", "strip_threshold"):
-            value = getattr(self, name)
-            if not _is_unit(value):
-                raise ConfigError(f"baselines.corrective.{name} must be a number in [0, 1]; got {value!r}")
+        check_fields(self, "baselines.corrective")
         if not self.lower < self.upper:
             raise ConfigError(
                 f"baselines.corrective.lower must be below baselines.corrective.upper; got lower={self.lower!r}, "
                 f"upper={self.upper!r}"
-            )
-        for name in ("max_strips", "strip_sentences"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ConfigError(f"baselines.corrective.{name} must be an integer >= 1; got {value!r}")
-        if self.expand is not None and (not _is_int(self.expand) or self.expand < 1):
-            raise ConfigError(
-                f"baselines.corrective.expand must be an integer >= 1 or null (= k); got {self.expand!r}"
             )
 
 
@@ -121,24 +109,34 @@ class SelfRAGConfig:
         default="prompted",
         metadata={
             "help": "'prompted': prompted-reflection reimplementation on any instruction model (JSON "
-            "critiques); 'checkpoint': the released selfrag_llama2 models, reflection tokens parsed from text."
+            "critiques); 'checkpoint': the released selfrag_llama2 models, reflection tokens parsed from text.",
+            "choices": _MODES,
         },
     )
     w_rel: float = field(
-        default=1.0, metadata={"help": "Weight of ISREL (passage relevant: 1, else 0) in the segment score."}
+        default=1.0,
+        metadata={"help": "Weight of ISREL (passage relevant: 1, else 0) in the segment score.", **_WEIGHT},
     )
     w_sup: float = field(
         default=1.0,
-        metadata={"help": "Weight of ISSUP (fully 1, partially 0.5, no support 0) in the segment score."},
+        metadata={
+            "help": "Weight of ISSUP (fully 1, partially 0.5, no support 0) in the segment score.",
+            **_WEIGHT,
+        },
     )
     w_use: float = field(
         default=0.5,
-        metadata={"help": "Weight of ISUSE (utility 1..5 mapped to (u-1)/4 in [0, 1]) in the segment score."},
+        metadata={
+            "help": "Weight of ISUSE (utility 1..5 mapped to (u-1)/4 in [0, 1]) in the segment score.",
+            **_WEIGHT,
+        },
     )
     segment_max_tokens: int | None = field(
         default=None,
         metadata={
-            "help": "Token budget of each per-passage answer segment; null = generator.generation.max_tokens."
+            "help": "Token budget of each per-passage answer segment; null = generator.generation.max_tokens.",
+            "range": (1, None),
+            "null": "= the generator's max_tokens",
         },
     )
     retrieve_decision: bool = field(
@@ -151,45 +149,14 @@ class SelfRAGConfig:
     critique_max_tokens: int = field(
         default=64,
         metadata={
-            "help": "Token budget of each JSON reflection (retrieval decision and critique) in prompted mode."
+            "help": "Token budget of each JSON reflection (retrieval decision and critique) in prompted mode.",
+            "range": (8, None),
+            "note": "a JSON critique needs about 20 tokens",
         },
     )
 
     def __post_init__(self) -> None:
-        if self.mode not in _MODES:
-            raise ConfigError(f"baselines.selfrag.mode must be one of {', '.join(_MODES)}; got {self.mode!r}")
-        for name in ("w_rel", "w_sup", "w_use"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ConfigError(f"baselines.selfrag.{name} must be a finite number >= 0; got {value!r}")
-            setattr(self, name, float(value))
-        if self.segment_max_tokens is not None and (
-            isinstance(self.segment_max_tokens, bool)
-            or not isinstance(self.segment_max_tokens, int)
-            or self.segment_max_tokens < 1
-        ):
-            raise ConfigError(
-                "baselines.selfrag.segment_max_tokens must be an integer >= 1 or null (= the generator's max_tokens); "
-                f"got {self.segment_max_tokens!r}"
-            )
-        if not isinstance(self.retrieve_decision, bool):
-            raise ConfigError(
-                f"baselines.selfrag.retrieve_decision must be true or false; got {self.retrieve_decision!r}"
-            )
-        if (
-            isinstance(self.critique_max_tokens, bool)
-            or not isinstance(self.critique_max_tokens, int)
-            or self.critique_max_tokens < 8
-        ):
-            raise ConfigError(
-                "baselines.selfrag.critique_max_tokens must be an integer >= 8 (a JSON critique needs about 20 tokens); "
-                f"got {self.critique_max_tokens!r}"
-            )
+        check_fields(self, "baselines.selfrag")
 
 
 @dataclass

@@ -43,8 +43,9 @@ from evidential.errors import ConfigError
 from inference.backends import load_backend
 from inference.backends.base import Backend, Prompt
 from inference.io import rounded
-from inference.rag.config import RETRIEVAL_EVALUATORS, CorrectiveConfig, _is_int
+from inference.rag.config import RETRIEVAL_EVALUATORS, CorrectiveConfig
 from inference.types import Chunk
+from training.utils.configio import is_int
 
 if TYPE_CHECKING:
     from inference.config import RunConfig
@@ -167,7 +168,7 @@ def split_strips(text: str, sentences_per_strip: int = 3, max_chars: int | None 
     >>> split_strips("A a. B b. C c. D d.", 3)
     ['A a. B b.', 'C c. D d.']
     """
-    if not _is_int(sentences_per_strip) or sentences_per_strip < 1:
+    if not is_int(sentences_per_strip) or sentences_per_strip < 1:
         raise ValueError(f"sentences_per_strip must be an integer >= 1; got {sentences_per_strip!r}")
     sents = split_sentences(text)
     if not sents:

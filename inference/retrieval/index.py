@@ -34,10 +34,12 @@ import numpy as np
 
 from evidential.errors import ConfigError
 from inference.io import write_json
+from inference.retrieval.config import RetrievalSettings
 from inference.retrieval.corpus import CorpusSource, dumps_chunk, iter_documents, open_corpus
 from inference.retrieval.models import Embedder
 from inference.retrieval.text import chunk_text
 from inference.types import Chunk, DataError
+from training.utils.configio import to_dict
 
 __all__ = ["INDEX_FORMAT", "IndexHandle", "build_index", "load_index", "work_dir"]
 
@@ -223,9 +225,7 @@ def build_index(
     import faiss
     from tqdm.auto import tqdm
 
-    from inference.config import RunConfig, to_dict
-
-    cfg = cfg if cfg is not None else RunConfig()
+    cfg = cfg if cfg is not None else RetrievalSettings()
     rcfg = cfg.retrieval
     out = Path(output)
     _check_output(out)

@@ -10,14 +10,14 @@ was configured, the CPU default).
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from evidential.errors import ConfigError
-from evidential.registry import Registry
+from inference.retrieval.config import RETRIEVERS, RetrievalSettings
 from inference.retrieval.index import IndexHandle, load_index
 from inference.retrieval.models import Embedder, Reranker
 from inference.retrieval.rank_fusion import reciprocal_rank_fusion
@@ -32,8 +32,6 @@ __all__ = [
     "Retriever",
     "build_retriever",
 ]
-
-RETRIEVERS: Registry[Callable[..., Retriever]] = Registry("retriever")
 
 
 def _check_k(k: int) -> None:
@@ -242,11 +240,9 @@ def build_retriever(
         ConfigError: An unknown retriever, an embedder that differs from the index's, or a model that
             cannot be loaded.
     """
-    from inference.config import RunConfig
-
     handle = index if isinstance(index, IndexHandle) else load_index(index)
     explicit = cfg is not None
-    cfg = cfg if explicit else RunConfig()
+    cfg = cfg if explicit else RetrievalSettings()
     rcfg = cfg.retrieval
     built_with = handle.meta.get("embedder")
     if rcfg.retriever != "bm25":

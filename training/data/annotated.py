@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from evidential.errors import EvidentialError
+from training.utils.configio import is_int
 from training.utils.io import iter_jsonl, write_jsonl
 
 __all__ = [
@@ -80,10 +81,6 @@ class AnnotatedChunk:
         return d
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def validate_row(row: Any, where: str = "row") -> AnnotatedChunk:
     """Check one parsed row and return it as an :class:`AnnotatedChunk`; ``where`` prefixes messages."""
     if not isinstance(row, dict):
@@ -119,13 +116,13 @@ def validate_row(row: Any, where: str = "row") -> AnnotatedChunk:
             "'teacher_evidence' may leave it out)"
         )
     label = row.get("label")
-    if label is not None and (not _is_int(label) or not 0 <= label < len(cands)):
+    if label is not None and (not is_int(label) or not 0 <= label < len(cands)):
         raise TrainingDataError(
             f"{where}: field 'label' must be null or an index into candidates (0..{len(cands) - 1}); got {label!r}"
         )
     gold = row.get("gold")
     if gold is not None and (
-        not isinstance(gold, list) or not all(_is_int(g) and 0 <= g < len(cands) for g in gold)
+        not isinstance(gold, list) or not all(is_int(g) and 0 <= g < len(cands) for g in gold)
     ):
         raise TrainingDataError(
             f"{where}: field 'gold' must be a list of indices into candidates (0..{len(cands) - 1}); got {gold!r}"

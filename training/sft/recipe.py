@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import random
 import shutil
 import tempfile
@@ -36,7 +35,7 @@ from evidential.errors import ConfigError
 from training.data.annotated import AnnotatedChunk, split_by_question
 from training.learned.checkpoint import atomic_dir
 from training.trainer.config import DataSourceConfig
-from training.utils.configio import apply_overrides, build_dataclass, read_yaml_mapping
+from training.utils.configio import apply_overrides, build_dataclass, check_fields, read_yaml_mapping
 from training.utils.gguf_cache import dequantized_gguf
 from training.utils.io import rounded, write_json
 
@@ -59,6 +58,7 @@ __all__ = [
 ADAPTER_DIR = "adapter"
 CARD_FILE = "sft_card.json"
 _SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,8 @@ class SFTRecipeConfig:
         default="packaged:smollm2-135m-instruct",
         metadata={
             "help": "Base instruction LLM: hub id, local folder, .gguf file, or 'packaged:<name>' (a GGUF shipped in "
-            "a PyPI package, dequantized). Must have a chat template; the prompt evaluator must use the same model."
+            "a PyPI package, dequantized). Must have a chat template; the prompt evaluator must use the same model.",
+            "must": "be a hub id, a local folder, a .gguf file or 'packaged:<name>'",
         },
     )
     gguf_file: str | None = field(
@@ -108,18 +109,26 @@ class SFTRecipeConfig:
         default="auto",
         metadata={
             "help": "Weights/compute dtype: auto (bfloat16 on a bf16-capable GPU, float32 on CPU), float32, "
-            "bfloat16, float16."
+            "bfloat16, float16.",
+            "choices": _DTYPES,
+            "must": "be auto, float32, bfloat16 or float16",
         },
     )
     device: str = field(
         default="auto",
         metadata={
-            "help": "'auto' (the GPUs accelerate gives, else CPU) or 'cpu'. Multi-GPU: `accelerate launch`."
+            "help": "'auto' (the GPUs accelerate gives, else CPU) or 'cpu'. Multi-GPU: `accelerate launch`.",
+            "choices": ("auto", "cpu"),
+            "must": "be 'auto' (GPUs when present) or 'cpu' (choose GPUs with CUDA_VISIBLE_DEVICES or `accelerate launch`)",
         },
     )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": (1, None)})
+    lora_alpha: int = field(
+        default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r).", "range": (1, None)}
+    )
+    lora_dropout: float = field(
+        default=0.05, metadata={"help": "Dropout on the LoRA branch.", "range": (0.0, 1.0), "ends": "[)"}
+    )
     lora_target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
         metadata={
@@ -134,31 +143,56 @@ class SFTRecipeConfig:
             "through the rest (much faster on CPU)."
         },
     )
-    learning_rate: float = field(default=2e-4, metadata={"help": "AdamW learning rate of the adapters."})
-    lr_scheduler: str = field(
-        default="cosine", metadata={"help": f"Learning-rate schedule: {', '.join(_SCHEDULERS)}."}
+    learning_rate: float = field(
+        default=2e-4,
+        metadata={"help": "AdamW learning rate of the adapters.", "range": (0.0, 1.0), "ends": "()"},
     )
-    warmup_ratio: float = field(default=0.03, metadata={"help": "Share of steps with linear warm-up."})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip (0: off)."})
+    lr_scheduler: str = field(
+        default="cosine",
+        metadata={"help": f"Learning-rate schedule: {', '.join(_SCHEDULERS)}.", "choices": _SCHEDULERS},
+    )
+    warmup_ratio: float = field(
+        default=0.03,
+        metadata={"help": "Share of steps with linear warm-up.", "range": (0.0, 1.0), "ends": "[)"},
+    )
+    weight_decay: float = field(
+        default=0.0, metadata={"help": "AdamW weight decay.", "range": (0.0, 1.0), "ends": "[)"}
+    )
+    max_grad_norm: float = field(
+        default=1.0, metadata={"help": "Gradient-norm clip (0: off).", "range": (0.0, None)}
+    )
     epochs: float = field(
-        default=1.0, metadata={"help": "Passes over the training examples (ignored when max_steps is set)."}
+        default=1.0,
+        metadata={
+            "help": "Passes over the training examples (ignored when max_steps is set).",
+            "range": (0.0, 1000.0),
+            "ends": "(]",
+        },
     )
     max_steps: int | None = field(
-        default=None, metadata={"help": "Stop after this many optimizer steps (null: run `epochs`)."}
+        default=None,
+        metadata={
+            "help": "Stop after this many optimizer steps (null: run `epochs`).",
+            "range": (1, None),
+            "null": "run `epochs`",
+        },
     )
-    batch_size: int = field(default=1, metadata={"help": "Examples per device per forward pass."})
+    batch_size: int = field(
+        default=1, metadata={"help": "Examples per device per forward pass.", "range": (1, None)}
+    )
     grad_accumulation: int = field(
         default=8,
         metadata={
-            "help": "Forward passes per optimizer step (effective batch = batch_size × this × processes)."
+            "help": "Forward passes per optimizer step (effective batch = batch_size × this × processes).",
+            "range": (1, None),
         },
     )
     max_seq_length: int = field(
         default=1024,
         metadata={
             "help": "Longest prompt + reply in tokens; longer examples are dropped (counted in the card), never "
-            "truncated (a cut reply would teach broken JSON)."
+            "truncated (a cut reply would teach broken JSON).",
+            "range": (64, None),
         },
     )
     gradient_checkpointing: bool = field(
@@ -172,7 +206,10 @@ class SFTRecipeConfig:
             "on the whole sequence."
         },
     )
-    seed: int = field(default=0, metadata={"help": "Seed of LoRA initialisation, shuffling and dropout."})
+    seed: int = field(
+        default=0,
+        metadata={"help": "Seed of LoRA initialisation, shuffling and dropout.", "range": (0, None)},
+    )
     data: list[DataSourceConfig] = field(
         default_factory=list,
         metadata={
@@ -183,19 +220,28 @@ class SFTRecipeConfig:
     validation_fraction: float = field(
         default=0.2,
         metadata={
-            "help": "Share of questions held out (same split as the learned evaluator with the same seed)."
+            "help": "Share of questions held out (same split as the learned evaluator with the same seed).",
+            "range": (0.0, 1.0),
+            "ends": "[)",
         },
     )
-    split_seed: int = field(default=0, metadata={"help": "Seed of the deterministic split by question."})
+    split_seed: int = field(
+        default=0, metadata={"help": "Seed of the deterministic split by question.", "range": (0, None)}
+    )
     max_train_examples: int | None = field(
         default=None,
-        metadata={"help": "Train on a seeded random subset of at most this many chunks (null: all)."},
+        metadata={
+            "help": "Train on a seeded random subset of at most this many chunks (null: all).",
+            "range": (1, None),
+            "null": "all",
+        },
     )
     max_chunk_chars: int = field(
         default=4000,
         metadata={
             "help": "Chunks are cut to this many characters in the prompt; use the evaluator's "
-            "evaluator.max_chunk_chars so training and inference prompts match."
+            "evaluator.max_chunk_chars so training and inference prompts match.",
+            "range": (100, None),
         },
     )
     empty_inventory_fraction: float = field(
@@ -203,55 +249,29 @@ class SFTRecipeConfig:
         metadata={
             "help": "Share of examples shown with an empty claim inventory (the reply then writes the claim out, "
             "rule 3) — the pipeline's default when no candidates are given; the others list the candidates "
-            "(the reply refers to C<n>, rule 4)."
+            "(the reply refers to C<n>, rule 4).",
+            "range": (0.0, 1.0),
         },
     )
     support_evidence: int = field(
         default=10,
         metadata={
-            "help": "Evidence (1-10) in the gold reply of a supporting chunk; 10 = explicit statement (rule 5)."
+            "help": "Evidence (1-10) in the gold reply of a supporting chunk; 10 = explicit statement (rule 5).",
+            "range": (1, 10),
         },
     )
     logging_steps: int = field(
-        default=1, metadata={"help": "Record the training loss every N optimizer steps (loss curve)."}
+        default=1,
+        metadata={
+            "help": "Record the training loss every N optimizer steps (loss curve).",
+            "range": (1, None),
+        },
     )
 
     def __post_init__(self) -> None:
-        def integer(name: str, low: int) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise ConfigError(f"{name} must be an integer >= {low}; got {v!r}")
-
-        def number(
-            name: str, low: float, high: float, low_open: bool = False, high_open: bool = True
-        ) -> None:
-            v = getattr(self, name)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            ok = ok and (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-            if not ok:
-                lo, hi = "(" if low_open else "[", ")" if high_open else "]"
-                raise ConfigError(f"{name} must lie in {lo}{low:g}, {high:g}{hi}; got {v!r}")
-
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise ConfigError(
-                f"model must be a hub id, a local folder, a .gguf file or 'packaged:<name>'; got {self.model!r}"
-            )
-        for name in ("gguf_file", "tokenizer"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, str) or not v.strip()):
-                raise ConfigError(f"{name} must be null or a non-empty string; got {v!r}")
-        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ConfigError(f"dtype must be auto, float32, bfloat16 or float16; got {self.dtype!r}")
-        if self.device not in ("auto", "cpu"):
-            raise ConfigError(
-                f"device must be 'auto' (GPUs when present) or 'cpu'; got {self.device!r} "
-                "(choose GPUs with CUDA_VISIBLE_DEVICES or `accelerate launch`)"
-            )
+        check_fields(self)
         if self.device == "cpu" and self.dtype == "float16":
             raise ConfigError("dtype float16 needs a GPU; use float32 (or bfloat16) with device cpu")
-        integer("lora_r", 1)
-        integer("lora_alpha", 1)
-        number("lora_dropout", 0, 1)
         if (
             not isinstance(self.lora_target_modules, list)
             or not self.lora_target_modules
@@ -269,35 +289,6 @@ class SFTRecipeConfig:
             raise ConfigError(
                 f"lora_layers must be null or a non-empty list of layer indices >= 0; got {self.lora_layers!r}"
             )
-        number("learning_rate", 0, 1, low_open=True)
-        if self.lr_scheduler not in _SCHEDULERS:
-            raise ConfigError(
-                f"lr_scheduler must be one of {', '.join(_SCHEDULERS)}; got {self.lr_scheduler!r}"
-            )
-        number("warmup_ratio", 0, 1)
-        number("weight_decay", 0, 1)
-        number("max_grad_norm", 0, math.inf)
-        number("epochs", 0, 1000, low_open=True, high_open=False)
-        if self.max_steps is not None:
-            integer("max_steps", 1)
-        integer("batch_size", 1)
-        integer("grad_accumulation", 1)
-        integer("max_seq_length", 64)
-        integer("seed", 0)
-        integer("split_seed", 0)
-        integer("logging_steps", 1)
-        if self.max_train_examples is not None:
-            integer("max_train_examples", 1)
-        integer("max_chunk_chars", 100)
-        number("empty_inventory_fraction", 0, 1, high_open=False)
-        number("validation_fraction", 0, 1)
-        if isinstance(self.support_evidence, bool) or self.support_evidence not in range(1, 11):
-            raise ConfigError(
-                f"support_evidence must be an integer from 1 to 10; got {self.support_evidence!r}"
-            )
-        for name in ("gradient_checkpointing", "completion_only_loss"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false; got {getattr(self, name)!r}")
         if not self.data:
             raise ConfigError("data must list at least one source (e.g. {name: ramdocs, path: ...})")
         for i, src in enumerate(self.data):

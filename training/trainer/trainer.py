@@ -399,7 +399,7 @@ class EvidentialTrainer:
         )
         return metrics
 
-    # ---- training loop -----------------------------------------------------------------------------
+    # ---- optimisation ------------------------------------------------------------------------------
     def _optimizer(self, model: EvidentialEvaluatorModel, total_steps: int):
         cfg = self.config
         # every trainable parameter outside the encoder belongs to a head (proj, attn_query, evidence, span)
@@ -435,14 +435,51 @@ class EvidentialTrainer:
             "config": self.config.to_dict(),
         }
 
+    # ---- training loop: one method per step ------------------------------------------------------------
     def train(self, resume: bool = False) -> dict[str, Any]:
         """Run training; returns the best validation metrics. ``resume`` continues from ``last/``."""
         cfg = self.config
-        out = self.output_dir
-        last, best_dir = out / "last", out / "best"
         train, val = self.prepare_data()
         steps_per_epoch = math.ceil(len(train) / cfg.batch_queries)
         total_steps = steps_per_epoch * cfg.epochs
+        model, state = self._start(resume)
+        opt, sched = self._optimizer(model, total_steps)
+        if resume:
+            self._restore_optimizer(opt, sched)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        run = _Run(model, opt, sched, state, t0=time.perf_counter() - state["elapsed"])
+        with tqdm(
+            total=total_steps,
+            initial=state["global_step"],
+            disable=not self.progress,
+            desc="train",
+            unit="step",
+        ) as bar:
+            while state["epoch"] < cfg.epochs and not state["finished"]:
+                self._train_epoch(run, train, steps_per_epoch, bar)
+                self._end_epoch(run, val, len(train))
+        return self._finish(run, len(train), len(val))
+
+    def _start(self, resume: bool) -> tuple[EvidentialEvaluatorModel, dict[str, Any]]:
+        """The model and the trainer state: fresh (seeded), or as ``last/`` left them when resuming."""
+        out, last = self.output_dir, self.output_dir / "last"
+        if resume:
+            if not (last / "trainer_state.json").is_file():
+                if (out / "best" / "learned_config.json").is_file():
+                    raise ConfigError(f"{out}: training already finished (best/ exists, no last/ to resume)")
+                raise ConfigError(
+                    f"{out}: nothing to resume (no last/trainer_state.json); run without --resume"
+                )
+            state = json.loads((last / "trainer_state.json").read_text(encoding="utf-8"))
+            model = load_learned_model(last, device=self.device, trainable=True)
+            model.train()
+            return model, state
+        if (last / "trainer_state.json").is_file():
+            raise ConfigError(
+                f"{out} holds an unfinished run (last/); pass --resume to continue it or choose another --output"
+            )
+        torch.manual_seed(self.config.seed)
+        model = EvidentialEvaluatorModel(self.config.model).to(self.device)
         state: dict[str, Any] = {
             "epoch": 0,
             "step_in_epoch": 0,
@@ -453,119 +490,124 @@ class EvidentialTrainer:
             "elapsed": 0.0,
             "finished": False,
         }
-        if resume:
-            if not (last / "trainer_state.json").is_file():
-                if (best_dir / "learned_config.json").is_file():
-                    raise ConfigError(f"{out}: training already finished (best/ exists, no last/ to resume)")
-                raise ConfigError(
-                    f"{out}: nothing to resume (no last/trainer_state.json); run without --resume"
-                )
-            state = json.loads((last / "trainer_state.json").read_text(encoding="utf-8"))
-            model = load_learned_model(last, device=self.device, trainable=True)
-            model.train()
-        else:
-            if (last / "trainer_state.json").is_file():
-                raise ConfigError(
-                    f"{out} holds an unfinished run (last/); pass --resume to continue it or choose another --output"
-                )
-            torch.manual_seed(cfg.seed)
-            model = EvidentialEvaluatorModel(cfg.model).to(self.device)
-        opt, sched = self._optimizer(model, total_steps)
-        if resume and (last / "optimizer.pt").is_file():
-            saved = torch.load(last / "optimizer.pt", map_location=self.device, weights_only=False)
-            opt.load_state_dict(saved["optimizer"])
-            sched.load_state_dict(saved["scheduler"])
-            torch.set_rng_state(saved["torch_rng"])
-            random.setstate(
-                tuple(saved["py_rng"][:1]) + (tuple(saved["py_rng"][1]),) + tuple(saved["py_rng"][2:])
-            )
-        log_path = out / "log.jsonl"
-        out.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter() - state["elapsed"]
+        return model, state
 
-        def save_last() -> None:
-            state["elapsed"] = time.perf_counter() - t0
-            rng = torch.get_rng_state()
+    def _restore_optimizer(self, opt, sched) -> None:
+        """Load the optimizer, scheduler and RNG states saved in ``last/`` (a resumed run replays exactly)."""
+        path = self.output_dir / "last" / "optimizer.pt"
+        if not path.is_file():
+            return
+        saved = torch.load(path, map_location=self.device, weights_only=False)
+        opt.load_state_dict(saved["optimizer"])
+        sched.load_state_dict(saved["scheduler"])
+        torch.set_rng_state(saved["torch_rng"])
+        random.setstate(
+            tuple(saved["py_rng"][:1]) + (tuple(saved["py_rng"][1]),) + tuple(saved["py_rng"][2:])
+        )
+
+    def _save_last(self, run: _Run) -> None:
+        """Write the resumable state to ``last/`` without moving the RNG."""
+        run.state["elapsed"] = time.perf_counter() - run.t0
+        rng = torch.get_rng_state()
+        save_checkpoint(
+            self.output_dir / "last",
+            run.model,
+            card={"note": "resumable state; the trained model is best/"},
+            trainer_state=run.state,
+            optimizer_state={
+                "optimizer": run.opt.state_dict(),
+                "scheduler": run.sched.state_dict(),
+                "torch_rng": rng,
+                "py_rng": random.getstate(),
+            },
+        )
+        torch.set_rng_state(rng)  # saving must not move the RNG: a resumed run replays the same dropout
+
+    def _train_epoch(self, run: _Run, train: list[QueryExample], steps_per_epoch: int, bar: Any) -> None:
+        """The optimizer steps of the current epoch, from ``state["step_in_epoch"]`` on (seeded order)."""
+        cfg, state = self.config, run.state
+        epoch = state["epoch"]
+        order = list(range(len(train)))
+        random.Random(cfg.seed * 1000 + epoch).shuffle(order)
+        run.model.train()
+        for step in range(state["step_in_epoch"], steps_per_epoch):
+            batch = [train[i] for i in order[step * cfg.batch_queries : (step + 1) * cfg.batch_queries]]
+            terms = self._optimizer_step(run, batch, epoch_progress=epoch + step / steps_per_epoch)
+            state["global_step"] += 1
+            state["step_in_epoch"] = step + 1
+            bar.update(1)
+            bar.set_postfix({k: f"{v.item():.3f}" for k, v in terms.items() if not k.startswith("_")})
+            if state["global_step"] % cfg.save_every_steps == 0 and step + 1 < steps_per_epoch:
+                self._save_last(run)
+
+    def _optimizer_step(
+        self, run: _Run, batch: list[QueryExample], epoch_progress: float
+    ) -> dict[str, torch.Tensor]:
+        """Losses of one batch, backward pass, gradient clipping and one optimizer + scheduler step."""
+        terms = self.losses(run.model, batch, epoch_progress=epoch_progress)
+        run.opt.zero_grad(set_to_none=True)
+        terms["total"].backward()
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(
+                [p for p in run.model.parameters() if p.requires_grad], self.config.grad_clip
+            )
+        run.opt.step()
+        run.sched.step()
+        return terms
+
+    def _end_epoch(self, run: _Run, val: list[QueryExample], n_train: int) -> None:
+        """Validate, log, keep the best model in ``best/``, apply early stopping and save ``last/``."""
+        cfg, state = self.config, run.state
+        epoch = state["epoch"]
+        metrics = self.evaluate(run.model, val)
+        metrics.update(epoch=epoch + 1, global_step=state["global_step"])
+        state["history"].append(metrics)
+        with (self.output_dir / "log.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(metrics) + "\n")
+        if state["best_loss"] is None or metrics["loss"] < state["best_loss"]:
+            state["best_loss"] = metrics["loss"]
+            state["bad_epochs"] = 0
+            state["best_metrics"] = metrics
+            state["elapsed"] = time.perf_counter() - run.t0
             save_checkpoint(
-                last,
-                model,
-                card={"note": "resumable state; the trained model is best/"},
-                trainer_state=state,
-                optimizer_state={
-                    "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict(),
-                    "torch_rng": rng,
-                    "py_rng": random.getstate(),
-                },
+                self.output_dir / "best",
+                run.model,
+                card=self._card(metrics, n_train, len(val), state["elapsed"]),
+                extra_files={"metrics.json": json.dumps(metrics, indent=2) + "\n"},
             )
-            torch.set_rng_state(rng)  # saving must not move the RNG: a resumed run replays the same dropout
+        else:
+            state["bad_epochs"] += 1
+        state["epoch"] = epoch + 1
+        state["step_in_epoch"] = 0
+        if cfg.early_stopping_patience and state["bad_epochs"] >= cfg.early_stopping_patience:
+            state["finished"] = True
+        self._save_last(run)
 
-        with tqdm(
-            total=total_steps,
-            initial=state["global_step"],
-            disable=not self.progress,
-            desc="train",
-            unit="step",
-        ) as bar:
-            while state["epoch"] < cfg.epochs and not state["finished"]:
-                epoch = state["epoch"]
-                order = list(range(len(train)))
-                random.Random(cfg.seed * 1000 + epoch).shuffle(order)
-                model.train()
-                for step in range(state["step_in_epoch"], steps_per_epoch):
-                    batch = [
-                        train[i] for i in order[step * cfg.batch_queries : (step + 1) * cfg.batch_queries]
-                    ]
-                    terms = self.losses(model, batch, epoch_progress=epoch + step / steps_per_epoch)
-                    opt.zero_grad(set_to_none=True)
-                    terms["total"].backward()
-                    if cfg.grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(
-                            [p for p in model.parameters() if p.requires_grad], cfg.grad_clip
-                        )
-                    opt.step()
-                    sched.step()
-                    state["global_step"] += 1
-                    state["step_in_epoch"] = step + 1
-                    bar.update(1)
-                    bar.set_postfix({k: f"{v.item():.3f}" for k, v in terms.items() if not k.startswith("_")})
-                    if state["global_step"] % cfg.save_every_steps == 0 and step + 1 < steps_per_epoch:
-                        save_last()
-                metrics = self.evaluate(model, val)
-                metrics.update(epoch=epoch + 1, global_step=state["global_step"])
-                state["history"].append(metrics)
-                with log_path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(metrics) + "\n")
-                improved = state["best_loss"] is None or metrics["loss"] < state["best_loss"]
-                if improved:
-                    state["best_loss"] = metrics["loss"]
-                    state["bad_epochs"] = 0
-                    state["best_metrics"] = metrics
-                    state["elapsed"] = time.perf_counter() - t0
-                    save_checkpoint(
-                        best_dir,
-                        model,
-                        card=self._card(metrics, len(train), len(val), state["elapsed"]),
-                        extra_files={"metrics.json": json.dumps(metrics, indent=2) + "\n"},
-                    )
-                else:
-                    state["bad_epochs"] += 1
-                state["epoch"] = epoch + 1
-                state["step_in_epoch"] = 0
-                if cfg.early_stopping_patience and state["bad_epochs"] >= cfg.early_stopping_patience:
-                    state["finished"] = True
-                save_last()
-        state["elapsed"] = time.perf_counter() - t0
+    def _finish(self, run: _Run, n_train: int, n_val: int) -> dict[str, Any]:
+        """Write ``metrics.json`` (the best validation metrics and run totals) and remove ``last/``."""
+        state = run.state
+        state["elapsed"] = time.perf_counter() - run.t0
         result = {
             **state["best_metrics"],
             "train_seconds": round(state["elapsed"], 1),
             "epochs_run": state["epoch"],
-            "train_queries": len(train),
-            "validation_queries": len(val),
+            "train_queries": n_train,
+            "validation_queries": n_val,
         }
-        write_json(out / "metrics.json", result)
-        shutil.rmtree(last, ignore_errors=True)
+        write_json(self.output_dir / "metrics.json", result)
+        shutil.rmtree(self.output_dir / "last", ignore_errors=True)
         return result
+
+
+@dataclass
+class _Run:
+    """What the steps of one :meth:`EvidentialTrainer.train` call share."""
+
+    model: EvidentialEvaluatorModel
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler
+    state: dict[str, Any]
+    t0: float
 
 
 def score_outcomes(

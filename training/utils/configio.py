@@ -1,7 +1,9 @@
 """Typed configs from YAML and ``key=value`` overrides: one implementation for every config in the project.
 
-Configs are dataclasses whose fields carry help text (``metadata["help"]``) and whose ``__post_init__``
-validates with messages naming the dotted field (``fusion.tau2``, ``loss.query_weight``).
+Configs are dataclasses whose fields carry help text (``metadata["help"]``) and declare the values they allow
+(``metadata["choices"]``, ``metadata["range"]``, ...); each ``__post_init__`` calls :func:`check_fields` (one
+validator for every config, defined in :mod:`evidential.config` so that the core's own config uses it too)
+and adds its cross-field rules, with messages naming the dotted field (``fusion.tau2``, ``loss.query_weight``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,26 @@ from typing import Any
 
 import yaml
 
+from evidential.config import check_fields, is_int
 from evidential.errors import ConfigError
 
-__all__ = ["apply_overrides", "build_dataclass", "read_yaml_mapping", "resolve_config_path", "to_dict"]
+__all__ = [
+    "apply_overrides",
+    "build_dataclass",
+    "check_fields",
+    "is_device_spec",
+    "is_int",
+    "read_yaml_mapping",
+    "resolve_config_path",
+    "to_dict",
+]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def is_device_spec(x: object) -> bool:
+    """True for a device setting ``'cpu'``, ``'auto'`` or ``'cuda[:n]'``."""
+    return isinstance(x, str) and (x in ("cpu", "auto") or x.startswith("cuda"))
 
 
 def build_dataclass(cls: type, data: Any, prefix: str = ""):

@@ -9,6 +9,7 @@ import pytest
 from evidential.errors import ConfigError
 from inference.config import RunConfig, load_config
 from inference.retrieval import RETRIEVERS, RetrievalConfig
+from inference.retrieval.config import DEFAULT_EMBEDDER, RetrievalSettings
 
 
 def test_every_field_is_documented_and_defaults_are_the_cpu_yaml():
@@ -69,3 +70,19 @@ def test_overrides_are_typed():
         and cfg.retrieval.query_instruction == ""
         and cfg.retrieval.rrf_k == 0
     )
+
+
+def test_retrieval_settings_default_matches_the_run_config_defaults():
+    default, run = RetrievalSettings(), RunConfig()
+    assert default.models.embedder == run.models.embedder == DEFAULT_EMBEDDER
+    assert default.models.reranker is run.models.reranker is None
+    assert default.retrieval == run.retrieval
+
+
+def test_chunk_overlap_message_names_the_chunk_length():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["retrieval.chunk_overlap=200"])
+    assert str(err.value) == "retrieval.chunk_overlap must be an integer in [0, chunk_tokens=200); got 200"
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["retrieval.rrf_k=-5"])
+    assert str(err.value) == "retrieval.rrf_k must be an integer >= 0 (Cormack et al. 2009 use 60); got -5"
