@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidential import fuse, opinions_from_evidence, route
-from training.calibration.fit import (
+from training.calibration import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
     SCALE_GRID,
