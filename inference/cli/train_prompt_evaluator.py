@@ -1,7 +1,7 @@
 """``evidential-rag train-prompt-evaluator``: TRL SFT (LoRA) of the prompt evaluator's LLM on its own contract.
 
-The training recipe is :mod:`training.sft.recipe`; this command supplies what training may not import: the prompt
-contract (:func:`sft_contract`) and the resolution of ``packaged:`` model names (:func:`resolve_sft_model`).
+The training recipe is :mod:`training.sft.recipe`; what it may not import itself (the prompt contract and the
+resolution of ``packaged:`` model names) comes from :mod:`inference.workflows.sft`.
 """
 
 from __future__ import annotations

@@ -42,10 +42,9 @@ from training.calibration import (
     Calibration,
     CalibrationData,
     CalibrationError,
+    EvidenceCalibrator,
     apply_evidence_transform,
-    cross_validate,
     evaluate_parameters,
-    fit_calibration,
 )
 from training.calibration.reliability import save_reliability_diagram
 from training.data.annotated import group_by_query, split_by_question
@@ -476,11 +475,10 @@ def _fit(
     fusion = run_config.fusion
     data = CalibrationData.from_examples(outcomes)
     prior = (fusion.lam, fusion.tau1, fusion.tau2)
-    fit_kwargs = dict(
+    calibrator = EvidenceCalibrator(
         rule=fusion.rule, policy=fusion.policy, prior=prior, fit_power=fit_power, isotonic=isotonic
-    )
-    fitted = fit_calibration(data, **fit_kwargs)
-    params = {k: fitted[k] for k in ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic")}
+    ).fit(data)
+    params = calibrator.params
     before = evaluate_parameters(
         data,
         lam=fusion.lam,
@@ -490,17 +488,17 @@ def _fit(
         policy=fusion.policy,
         details=True,
     )
-    after = evaluate_parameters(data, **params, details=True)
+    after = calibrator.evaluate(data, details=True)
     metrics = _scored_metrics(run_config, outcomes, params, before, after)
-    notes = list(fitted["fit"]["notes"])
+    notes = list(calibrator.report["notes"])
     cv = None
     if cv_folds:
         if len(data) >= 2 * cv_folds:
-            cv = cross_validate(data, cv_folds, **fit_kwargs)
+            cv = calibrator.cross_validate(data, cv_folds)
             metrics["after_cv"] = _strip(cv)
         else:
             notes.append(f"cross-validation skipped: {len(data)} queries < 2 × {cv_folds} folds")
-    return _Fitted(params, fitted["fit"], before, after, cv, metrics, notes, time.perf_counter() - t1)
+    return _Fitted(params, calibrator.report, before, after, cv, metrics, notes, time.perf_counter() - t1)
 
 
 def _plot(output: Path, fitted: _Fitted, cv_folds: int) -> Path:

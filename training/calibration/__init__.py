@@ -1,6 +1,7 @@
 """Calibration of evidence, λ and the routing thresholds.
 
-* :mod:`~training.calibration.fit`: fitting on cached evaluator outputs (:class:`CalibrationData`);
+* :mod:`~training.calibration.fit`: fitting on cached evaluator outputs (:class:`CalibrationData`,
+  :class:`EvidenceCalibrator` = fit, then apply);
 * :mod:`~training.calibration.format`: the calibration file (:class:`Calibration`, :func:`read_calibration`);
 * :mod:`~training.calibration.apply`: applying it (evidence transform, isotonic map);
 * :mod:`~training.calibration.reliability`: reliability diagrams.
@@ -13,6 +14,7 @@ from training.calibration.fit import (
     POWER_GRID,
     SCALE_GRID,
     TAU_GRID,
+    EvidenceCalibrator,
     ScaleFit,
     ThresholdFit,
     cross_validate,
@@ -43,6 +45,7 @@ __all__ = [
     "Calibration",
     "CalibrationData",
     "CalibrationError",
+    "EvidenceCalibrator",
     "ScaleFit",
     "ThresholdFit",
     "apply_evidence_transform",

@@ -54,6 +54,7 @@ __all__ = [
     "SCALE_GRID",
     "TAU_GRID",
     "ScaleFit",
+    "EvidenceCalibrator",
     "ThresholdFit",
     "cross_validate",
     "evaluate_parameters",
@@ -429,3 +430,59 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         "_confidence": conf[g].tolist(),
         "_correct": correct[g].tolist(),
     }
+
+
+class EvidenceCalibrator:
+    """Fit-then-apply wrapper around :func:`fit_calibration` (in the style of torch-uncertainty's
+    ``Scaler.fit()`` / ``forward()``).
+
+    ``EvidenceCalibrator(rule=..., policy=..., prior=...).fit(data)`` fits the evidence scale/power, λ, (τ1,
+    τ2) and the isotonic map on a :class:`CalibrationData`; then ``calibrator(evidence)`` applies
+    ``e' = s · e^p`` and :meth:`confidence` the isotonic map. :attr:`params` holds what a
+    :class:`training.calibration.Calibration` stores, :attr:`report` the objectives reached and notes.
+    """
+
+    def __init__(
+        self,
+        *,
+        rule: str = "lambda",
+        policy: str = "paper",
+        prior: tuple[float, float, float] = (0.6, 0.35, 0.65),
+        fit_power: bool = True,
+        isotonic: bool = True,
+        **grids: Any,
+    ) -> None:
+        self.settings: dict[str, Any] = dict(
+            rule=rule, policy=policy, prior=prior, fit_power=fit_power, isotonic=isotonic, **grids
+        )
+        self.params: dict[str, Any] | None = None
+        self.report: dict[str, Any] | None = None
+
+    def fit(self, data: CalibrationData) -> EvidenceCalibrator:
+        """Fit on ``data`` (:func:`fit_calibration` with this calibrator's settings); returns ``self``."""
+        fitted = fit_calibration(data, **self.settings)
+        self.params = {k: fitted[k] for k in _PARAM_KEYS}
+        self.report = fitted["fit"]
+        return self
+
+    def _fitted(self) -> dict[str, Any]:
+        if self.params is None:
+            raise CalibrationError("the calibrator is not fitted: call fit(data) first")
+        return self.params
+
+    def __call__(self, evidence: torch.Tensor) -> torch.Tensor:
+        """``e' = s · e^p`` with the fitted scale and power."""
+        p = self._fitted()
+        return apply_evidence_transform(evidence, p["scale"], p["power"])
+
+    def confidence(self, confidence):
+        """The fitted isotonic map of the Eq 27 confidence (identity without one)."""
+        return isotonic_map(confidence, self._fitted()["isotonic"])
+
+    def evaluate(self, data: CalibrationData, details: bool = False) -> dict[str, Any]:
+        """:func:`evaluate_parameters` of the fitted setting on ``data``."""
+        return evaluate_parameters(data, **self._fitted(), details=details)
+
+    def cross_validate(self, data: CalibrationData, folds: int = 5) -> dict[str, Any]:
+        """:func:`cross_validate` with this calibrator's settings (refits on each fold; ``self`` unchanged)."""
+        return cross_validate(data, folds, **self.settings)
