@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -12,10 +11,9 @@ import typer
 from rich.table import Table
 
 import evidential
-from evidential import fuse, opinions_from_evidence, route
 from evidential.errors import EvidentialError
 from inference.cli.options import ConfigOpt, SetOpt, console, err, fail, load, parse_claims
-from inference.config import to_dict
+from inference.workflows.fuse import fuse_evidence
 
 
 def _read_evidence(text: str) -> list:
@@ -44,10 +42,6 @@ def _read_evidence(text: str) -> list:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 fail(f"--evidence[{i}][{j}] = {v!r} is not a number")
     return data
-
-
-def _num(x) -> float:
-    return round(float(x), 10)
 
 
 def fuse_cmd(
@@ -95,46 +89,12 @@ def fuse_cmd(
     data = _read_evidence(evidence)
     m = len(data[0]) if data else None
     names = parse_claims(claims, m)
-    import torch
-
-    ev = torch.tensor(data, dtype=torch.float64) if data else torch.zeros(0, len(names), dtype=torch.float64)
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RuntimeWarning)
-            ops = opinions_from_evidence(ev, sanitize=fc.sanitize)
-        for w in caught:
-            err.print(
-                f"[yellow]warning:[/] {str(w.message).replace('evidence[', '--evidence[')}", highlight=False
-            )
-        res = fuse(ops, lam=fc.lam, rule=fc.rule)
-        decision = route(res, fc.tau1, fc.tau2, fc.policy)
+        out, caught = fuse_evidence(data, names, fc)
     except EvidentialError as exc:
         fail(str(exc).replace("evidence[", "--evidence["))
-    sel = int(res.selected)
-    out = {
-        "claims": names,
-        "config": to_dict(fc),
-        "opinions": [
-            {
-                "chunk": i,
-                "belief": {c: _num(ops.belief[i, j]) for j, c in enumerate(names)},
-                "vacuity": _num(ops.vacuity[i]),
-            }
-            for i in range(ev.shape[0])
-        ],
-        "fused": {
-            "belief": {c: _num(res.belief[j]) for j, c in enumerate(names)},
-            "theta": _num(res.uncertainty),
-        },
-        "U_global": _num(res.uncertainty),
-        "ignorance": _num(res.ignorance),
-        "conflict": _num(res.conflict),
-        "step_conflict": [_num(x) for x in res.step_conflict],
-        "mean_pairwise_conflict": _num(res.mean_pairwise_conflict),
-        "confidence": _num(res.confidence),
-        "selected_claim": names[sel] if sel >= 0 else None,
-        "route": decision.names,
-    }
+    for message in caught:
+        err.print(f"[yellow]warning:[/] {message.replace('evidence[', '--evidence[')}", highlight=False)
     if as_json:
         console.print_json(json.dumps(out))
         return
