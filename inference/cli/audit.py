@@ -1,6 +1,6 @@
 """``evidential-rag audit export|import``: the human audit of the judge (paper §4.5, Table 6).
 
-Registered on the main typer app as the ``audit`` sub-app; the logic is in
+A typer sub-app (``audit_app``, added to the main app by :mod:`inference.cli`); the logic is in
 :mod:`inference.evaluation.audit`.
 """
 

@@ -1,4 +1,4 @@
-"""``evidential-rag distill``: distil a teacher evaluator into the learned head ."""
+"""``evidential-rag distill``: distil a teacher evaluator into the learned head."""
 
 from __future__ import annotations
 

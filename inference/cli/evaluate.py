@@ -1,4 +1,4 @@
-"""``evidential-rag evaluate``: the experiment runner on a benchmark (registered on the main typer app)."""
+"""``evidential-rag evaluate``: the experiment runner on a benchmark."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``evidential-rag serve``: the HTTP server (registered on the main typer app; see :mod:`inference.server.app`).
+"""``evidential-rag serve``: the HTTP server (see :mod:`inference.server.app`).
 
 Flag help and defaults come from :class:`inference.server.app.ServerConfig`, which also validates them.
 """

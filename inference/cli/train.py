@@ -1,4 +1,4 @@
-"""``evidential-rag train``: train the learned evaluator (registered on the main typer app)."""
+"""``evidential-rag train``: train the learned evaluator."""
 
 from __future__ import annotations
 
