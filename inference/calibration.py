@@ -1,12 +1,15 @@
 """Loading a calibration file at inference (``--calibration FILE`` on ``ask``, ``batch``, ``serve``; the
 ``calibration`` field of the run config).
 
-A calibration (:class:`training.calibration.fit.Calibration`, written by ``evidential-rag calibrate``) belongs
+A calibration (:class:`training.calibration.Calibration`, written by ``evidential-rag calibrate``) belongs
 to ONE evaluator: the learned evaluator's checkpoint *content* (a sha256 fingerprint of its adapter, heads
 and config files — a copied checkpoint still matches, a retrained one does not) or the prompt evaluator's
 backend, model and contract version. :func:`load_calibration` refuses a file fitted for another evaluator,
 checkpoint or model, or for another fusion rule / routing policy, with a message saying what it was fitted
-for and how to refit; a corrupted file or an unknown version is refused too.
+for and how to refit; a corrupted file or an unknown version is refused too
+(:func:`training.calibration.read_calibration`). This is the one place where a calibration meets the run
+config; the file format and its application are in :mod:`training.calibration`, the fitting run in
+:mod:`inference.workflows.calibrate`.
 """
 
 from __future__ import annotations
@@ -17,21 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from inference.config import RunConfig
-from training.calibration.fit import (
+from training.calibration import (
     Calibration,
     CalibrationError,
     checkpoint_fingerprint,
     describe_identity,
+    read_calibration,
 )
 
-__all__ = ["CalibrationError", "evaluator_identity", "load_calibration", "calibration_record"]
+__all__ = [
+    "CalibrationError",
+    "calibration_record",
+    "evaluator_identity",
+    "load_calibration",
+    "read_calibration",
+]
 
 
 def evaluator_identity(config: RunConfig) -> dict[str, Any]:
     """What a calibration of the configured evaluator is tied to (``name`` plus a ``fingerprint``).
 
     * ``learned``: ``checkpoint`` (the resolved folder) and ``fingerprint`` (its content, see
-      :func:`training.calibration.fit.checkpoint_fingerprint`), ``encoder``;
+      :func:`training.calibration.checkpoint_fingerprint`), ``encoder``;
     * ``prompt``: ``backend``, ``model``, ``gguf_file``, ``contract`` (prompt contract version),
       ``constrained``; ``fingerprint`` = sha256 of those.
     """
@@ -69,25 +79,6 @@ def _refit_hint(path: Path, config: RunConfig) -> str:
         f"refit it for this evaluator with `evidential-rag calibrate --evaluator {ev.name}{target} "
         f"--data … --output {path}`, or run without --calibration"
     )
-
-
-def read_calibration(path: str | Path) -> Calibration:
-    """Read and validate a calibration file (no compatibility check)."""
-    p = Path(path)
-    if not p.is_file():
-        raise CalibrationError(
-            f"calibration file {p} not found; write one with `evidential-rag calibrate ... --output {p}`"
-        )
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CalibrationError(
-            f"{p}: corrupted calibration file (not valid JSON: {exc}); refit it with `evidential-rag calibrate`"
-        ) from None
-    try:
-        return Calibration.from_dict(raw)
-    except CalibrationError as exc:
-        raise CalibrationError(f"{p}: {exc}") from None
 
 
 def load_calibration(path: str | Path, run_config: RunConfig) -> Calibration:

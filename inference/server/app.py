@@ -1,7 +1,7 @@
 """HTTP server of the EvidentialRAG pipeline (FastAPI): ``POST /ask``, ``GET /health``, ``GET /config``.
 
 :func:`create_app` builds the app around one loaded :class:`~inference.rag.evidential.EvidentialRAG`;
-``evidential-rag serve`` (:mod:`inference.cli_serve`) runs it with uvicorn.
+``evidential-rag serve`` (:mod:`inference.cli.serve`) runs it with uvicorn.
 
 Endpoints:
 

@@ -1,1 +1,64 @@
-"""Calibration of evidence, λ and the routing thresholds: fitting, the file format and its application."""
+"""Calibration of evidence, λ and the routing thresholds.
+
+* :mod:`~training.calibration.fit`: fitting on cached evaluator outputs (:class:`CalibrationData`,
+  :class:`EvidenceCalibrator` = fit, then apply);
+* :mod:`~training.calibration.format`: the calibration file (:class:`Calibration`, :func:`read_calibration`);
+* :mod:`~training.calibration.apply`: applying it (evidence transform, isotonic map);
+* :mod:`~training.calibration.reliability`: reliability diagrams.
+"""
+
+from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
+from training.calibration.data import CalibrationData
+from training.calibration.fit import (
+    LAM_GRID,
+    POWER_GRID,
+    SCALE_GRID,
+    TAU_GRID,
+    EvidenceCalibrator,
+    ScaleFit,
+    ThresholdFit,
+    cross_validate,
+    evaluate_parameters,
+    fit_calibration,
+    fit_evidence_scale,
+    fit_isotonic,
+    fit_thresholds,
+    fold_of,
+    fused_outputs,
+)
+from training.calibration.format import (
+    CALIBRATION_FORMAT,
+    CALIBRATION_VERSION,
+    Calibration,
+    checkpoint_fingerprint,
+    describe_identity,
+    read_calibration,
+)
+
+__all__ = [
+    "CALIBRATION_FORMAT",
+    "CALIBRATION_VERSION",
+    "LAM_GRID",
+    "POWER_GRID",
+    "SCALE_GRID",
+    "TAU_GRID",
+    "Calibration",
+    "CalibrationData",
+    "CalibrationError",
+    "EvidenceCalibrator",
+    "ScaleFit",
+    "ThresholdFit",
+    "apply_evidence_transform",
+    "checkpoint_fingerprint",
+    "cross_validate",
+    "describe_identity",
+    "evaluate_parameters",
+    "fit_calibration",
+    "fit_evidence_scale",
+    "fit_isotonic",
+    "fit_thresholds",
+    "fold_of",
+    "fused_outputs",
+    "isotonic_map",
+    "read_calibration",
+]

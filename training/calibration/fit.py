@@ -1,6 +1,6 @@
 """Calibration of an evaluator's evidence, of λ and of the routing thresholds (pure fitting logic).
 
-Tensors in, parameters out; no model calls. ``evidential-rag calibrate`` (:mod:`inference.cli_calibrate`)
+Tensors in, parameters out; no model calls. ``evidential-rag calibrate`` (:mod:`inference.workflows.calibrate`)
 runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`` in a
 :class:`CalibrationData` and fits, on those cached tensors only (every candidate setting is one batched
 :func:`evidential.fuse` call over all queries):
@@ -35,35 +35,28 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from evidential import fuse, opinions_from_evidence
-from evidential.errors import EvidentialError
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
+from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
+from training.calibration.data import CalibrationData
 from training.utils.metrics import expected_calibration_error
 
 __all__ = [
-    "CALIBRATION_FORMAT",
-    "CALIBRATION_VERSION",
     "LAM_GRID",
     "POWER_GRID",
     "SCALE_GRID",
     "TAU_GRID",
-    "Calibration",
-    "CalibrationData",
-    "CalibrationError",
     "ScaleFit",
+    "EvidenceCalibrator",
     "ThresholdFit",
-    "apply_evidence_transform",
-    "checkpoint_fingerprint",
     "cross_validate",
-    "describe_identity",
     "evaluate_parameters",
     "fit_calibration",
     "fit_evidence_scale",
@@ -72,9 +65,6 @@ __all__ = [
     "fold_of",
     "fused_outputs",
 ]
-
-CALIBRATION_FORMAT = "evidential-rag-calibration"
-CALIBRATION_VERSION = 1
 
 #: Evidence scales searched: 2^(i/4), i = -24..24 (1/64 … 64, geometric).
 SCALE_GRID: tuple[float, ...] = tuple(2.0 ** (i / 4) for i in range(-24, 25))
@@ -86,135 +76,6 @@ LAM_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(21))
 TAU_GRID: tuple[float, ...] = tuple(round(i * 0.025, 4) for i in range(41))
 
 _NLL_EPS = 1e-6
-_ROUTE_ID = {name: i for i, name in enumerate(ROUTES)}
-
-
-class CalibrationError(EvidentialError):
-    """A calibration that cannot be fitted, read or applied; the message says what to do."""
-
-
-# ---- data ----------------------------------------------------------------------------------------------
-@dataclass
-class CalibrationData:
-    """Cached evaluator outputs of the calibration queries, padded into one batch.
-
-    Attributes:
-        evidence: Raw evaluator evidence ``[B, k, M]`` (float64, zero at padding).
-        chunk_mask: Bool ``[B, k]`` of real chunks; ``claim_mask``: bool ``[B, M]`` of real claims.
-        gold: Bool ``[B, M]``: claim ``j`` is a gold answer of query ``b``.
-        has_gold: Bool ``[B]``: the query has a gold reference (ECE, NLL and isotonic use only these).
-        expected: Long ``[B]``: the expected route id (0 direct, 1 conflict, 2 abstain).
-        keys: One id per query (fold assignment, reports).
-    """
-
-    evidence: torch.Tensor
-    chunk_mask: torch.Tensor
-    claim_mask: torch.Tensor
-    gold: torch.Tensor
-    has_gold: torch.Tensor
-    expected: torch.Tensor
-    keys: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
-        if self.evidence.ndim != 3:
-            raise CalibrationError(f"evidence must be [B, k, M]; got shape {tuple(self.evidence.shape)}")
-        k, m = self.evidence.shape[1:]
-        for name, t, shape in (
-            ("chunk_mask", self.chunk_mask, (b, k)),
-            ("claim_mask", self.claim_mask, (b, m)),
-            ("gold", self.gold, (b, m)),
-            ("has_gold", self.has_gold, (b,)),
-            ("expected", self.expected, (b,)),
-        ):
-            if tuple(t.shape) != shape:
-                raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
-        if not self.keys:
-            self.keys = [str(i) for i in range(b)]
-        if len(self.keys) != b:
-            raise CalibrationError(f"got {len(self.keys)} keys for {b} queries")
-        if b and bool(((self.evidence < 0) | ~torch.isfinite(self.evidence)).any()):
-            raise CalibrationError("evidence must be finite and non-negative")
-
-    def __len__(self) -> int:
-        return int(self.evidence.shape[0])
-
-    @classmethod
-    def from_queries(
-        cls,
-        evidence: Sequence[torch.Tensor],
-        gold: Sequence[Sequence[int] | None],
-        expected: Sequence[str],
-        keys: Sequence[str] | None = None,
-    ) -> CalibrationData:
-        """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
-        expected route names."""
-        from evidential import pad_evidence
-
-        if not (len(evidence) == len(gold) == len(expected)):
-            raise CalibrationError("evidence, gold and expected routes must have one entry per query")
-        widths = [int(e.shape[1]) if e.ndim == 2 else 0 for e in evidence]
-        ev, claim_mask, chunk_mask = pad_evidence(
-            [torch.as_tensor(e, dtype=torch.float64) for e in evidence],
-            num_claims=widths,
-            dtype=torch.float64,
-        )
-        g = torch.zeros(claim_mask.shape, dtype=torch.bool)
-        for b, idx in enumerate(gold):
-            for j in idx or []:
-                if not 0 <= j < widths[b]:
-                    raise CalibrationError(f"query {b}: gold index {j} outside its {widths[b]} claims")
-                g[b, j] = True
-        unknown = sorted(set(expected) - set(_ROUTE_ID))
-        if unknown:
-            raise CalibrationError(f"unknown expected route {unknown[0]!r}; routes are {', '.join(ROUTES)}")
-        return cls(
-            evidence=ev,
-            chunk_mask=chunk_mask,
-            claim_mask=claim_mask,
-            gold=g,
-            has_gold=torch.tensor([bool(x) for x in gold], dtype=torch.bool),
-            expected=torch.tensor([_ROUTE_ID[r] for r in expected], dtype=torch.long),
-            keys=list(keys) if keys is not None else [],
-        )
-
-    @classmethod
-    def from_examples(cls, outcomes: Sequence[tuple[Any, torch.Tensor]]) -> CalibrationData:
-        """From ``(QueryExample, evidence [k, M])`` pairs, the input of :func:`training.trainer.trainer.score_outcomes`
-        (expected routes from :func:`training.trainer.trainer.expected_route`)."""
-        from training.trainer.trainer import expected_route
-
-        return cls.from_queries(
-            [ev for _, ev in outcomes],
-            [ex.gold for ex, _ in outcomes],
-            [expected_route(ex) for ex, _ in outcomes],
-            [ex.key for ex, _ in outcomes],
-        )
-
-    def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
-        idx = torch.as_tensor(index, dtype=torch.long)
-        return CalibrationData(
-            evidence=self.evidence[idx],
-            chunk_mask=self.chunk_mask[idx],
-            claim_mask=self.claim_mask[idx],
-            gold=self.gold[idx],
-            has_gold=self.has_gold[idx],
-            expected=self.expected[idx],
-            keys=[self.keys[i] for i in idx.tolist()],
-        )
-
-
-# ---- the transform and batched fusion ----------------------------------------------------------------
-def apply_evidence_transform(evidence: torch.Tensor, scale: float = 1.0, power: float = 1.0) -> torch.Tensor:
-    """``e' = s · e^p`` (identity for ``s = p = 1``); zero evidence stays zero."""
-    if not (math.isfinite(scale) and scale > 0 and math.isfinite(power) and power > 0):
-        raise CalibrationError(f"evidence scale and power must be finite and > 0; got s={scale}, p={power}")
-    e = torch.as_tensor(evidence)
-    if not e.is_floating_point():
-        e = e.to(torch.float64)
-    if power != 1.0:
-        e = e.clamp_min(0).pow(power)
-    return e * scale if scale != 1.0 else e
 
 
 def fused_outputs(
@@ -414,21 +275,6 @@ def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[s
     return {"x": [float(v) for v in iso.X_thresholds_], "y": [float(v) for v in iso.y_thresholds_]}
 
 
-def _interp(conf, iso: dict[str, list[float]] | None):
-    """The isotonic map (linear interpolation between breakpoints, clipped outside them); a confidence of 0
-    (no claim selected, so nothing can be right) stays 0."""
-    if iso is None:
-        return conf
-    if isinstance(conf, torch.Tensor):
-        c = conf.detach().cpu().double().numpy()
-        out = np.where(c > 0, np.interp(c, iso["x"], iso["y"]), 0.0)
-        return torch.as_tensor(out, dtype=conf.dtype, device=conf.device)
-    if isinstance(conf, np.ndarray):
-        return np.where(conf > 0, np.interp(conf, iso["x"], iso["y"]), 0.0)
-    c = float(conf)
-    return float(np.interp(c, iso["x"], iso["y"])) if c > 0 else 0.0
-
-
 # ---- evaluation ----------------------------------------------------------------------------------------
 def evaluate_parameters(
     data: CalibrationData,
@@ -451,7 +297,7 @@ def evaluate_parameters(
     ids = _route_ids(policy, res.uncertainty, tau1, tau2, res)
     g = data.has_gold
     c_fused, ok = conf[g], correct[g]
-    c_final = _interp(c_fused, isotonic)
+    c_final = isotonic_map(c_fused, isotonic)
     n_gold = int(g.sum())
     out: dict[str, Any] = {
         "queries": len(data),
@@ -566,7 +412,7 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         p = {k: params[k] for k in _PARAM_KEYS}
         res, c, ok = fused_outputs(held, p["scale"], p["power"], p["lam"], p["rule"])
         routes[test] = _route_ids(p["policy"], res.uncertainty, p["tau1"], p["tau2"], res)
-        conf[test] = _interp(c, p["isotonic"])
+        conf[test] = isotonic_map(c, p["isotonic"])
         correct[test] = ok
         per_fold.append({k: v for k, v in p.items() if k != "isotonic"} | {"queries": len(test)})
     g = data.has_gold
@@ -586,185 +432,57 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
     }
 
 
-# ---- fingerprints ------------------------------------------------------------------------------------
-def checkpoint_fingerprint(path: str | Path) -> str:
-    """``sha256:<hex>`` over the weight and config files of a learned-evaluator checkpoint folder:
-    ``learned_config.json``, ``heads.safetensors`` and every file under ``adapter/`` except peft's generated
-    ``README.md`` (relative path and content of each, in sorted order). A copied checkpoint keeps its
-    fingerprint; retraining changes it."""
-    root = Path(path)
-    files = [root / "learned_config.json", root / "heads.safetensors"]
-    adapter = root / "adapter"
-    if adapter.is_dir():
-        files += [p for p in adapter.rglob("*") if p.is_file() and p.name != "README.md"]
-    missing = [str(p) for p in files[:2] if not p.is_file()]
-    if missing:
-        raise CalibrationError(f"{root} is not a learned-evaluator checkpoint: missing {', '.join(missing)}")
-    h = hashlib.sha256()
-    for p in sorted(files, key=lambda q: q.relative_to(root).as_posix()):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(p.read_bytes()).hexdigest().encode() + b"\n")
-    return "sha256:" + h.hexdigest()
+class EvidenceCalibrator:
+    """Fit-then-apply wrapper around :func:`fit_calibration` (in the style of torch-uncertainty's
+    ``Scaler.fit()`` / ``forward()``).
 
-
-# ---- the calibration file ----------------------------------------------------------------------------
-def _num(d: dict, key: str, where: str, low: float, high: float, open_low: bool = False) -> float:
-    v = d.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise CalibrationError(f"{where}.{key} must be a finite number; got {v!r}")
-    if v < low or v > high or (open_low and v == low):
-        bound = f"({low}, {high}]" if open_low else f"[{low}, {high}]"
-        raise CalibrationError(f"{where}.{key} must lie in {bound}; got {v!r}")
-    return float(v)
-
-
-@dataclass
-class Calibration:
-    """A fitted calibration (the calibration JSON file, version :data:`CALIBRATION_VERSION`).
-
-    Parameters: ``scale``/``power`` (``e' = s · e^p``), ``lam``, ``tau1``, ``tau2`` (for ``rule`` and
-    ``policy``), ``isotonic`` (breakpoints, or None). Provenance: ``evaluator`` (name), ``evaluator_info``
-    (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
-    ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
-    ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
+    ``EvidenceCalibrator(rule=..., policy=..., prior=...).fit(data)`` fits the evidence scale/power, λ, (τ1,
+    τ2) and the isotonic map on a :class:`CalibrationData`; then ``calibrator(evidence)`` applies
+    ``e' = s · e^p`` and :meth:`confidence` the isotonic map. :attr:`params` holds what a
+    :class:`training.calibration.Calibration` stores, :attr:`report` the objectives reached and notes.
     """
 
-    evaluator: str
-    scale: float = 1.0
-    power: float = 1.0
-    lam: float = 0.6
-    tau1: float = 0.35
-    tau2: float = 0.65
-    rule: str = "lambda"
-    policy: str = "paper"
-    isotonic: dict[str, list[float]] | None = None
-    evaluator_info: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    search: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # validate through from_dict's checks so that a hand-built object obeys the same rules
-        self._check()
-
-    def _check(self) -> None:
-        p = {k: getattr(self, k) for k in ("scale", "power", "lam", "tau1", "tau2")}
-        w = "parameters"
-        self.scale = _num(p, "scale", w, 0.0, math.inf, open_low=True)
-        self.power = _num(p, "power", w, 0.0, math.inf, open_low=True)
-        self.lam = _num(p, "lam", w, 0.0, 1.0)
-        self.tau1 = _num(p, "tau1", w, 0.0, 1.0)
-        self.tau2 = _num(p, "tau2", w, 0.0, 1.0)
-        if not self.tau1 < self.tau2:
-            raise CalibrationError(f"parameters: tau1 < tau2 is required; got {self.tau1}, {self.tau2}")
-        if not isinstance(self.evaluator, str) or not self.evaluator:
-            raise CalibrationError(f"evaluator.name must be a non-empty string; got {self.evaluator!r}")
-        if self.rule not in FUSION_RULES:
-            raise CalibrationError(f"parameters.rule: unknown fusion rule {self.rule!r}")
-        if self.policy not in ROUTING_POLICIES:
-            raise CalibrationError(f"parameters.policy: unknown routing policy {self.policy!r}")
-        if self.isotonic is not None:
-            iso = self.isotonic
-            xs, ys = (iso.get("x"), iso.get("y")) if isinstance(iso, dict) else (None, None)
-            ok = (
-                isinstance(xs, list)
-                and isinstance(ys, list)
-                and len(xs) == len(ys) >= 1
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*xs, *ys))
-            )
-            if not ok or not all(0 <= v <= 1 and math.isfinite(v) for v in (*xs, *ys)):
-                raise CalibrationError(
-                    "parameters.isotonic must be null or {x: [...], y: [...]} of equal-length lists in [0, 1]"
-                )
-            if any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
-                raise CalibrationError("parameters.isotonic: x and y must be non-decreasing")
-            self.isotonic = {"x": [float(v) for v in xs], "y": [float(v) for v in ys]}
-
-    @property
-    def fingerprint(self) -> str | None:
-        """The evaluator fingerprint it was fitted for (checkpoint content, or prompt backend/model)."""
-        return self.evaluator_info.get("fingerprint")
-
-    def apply_to_evidence(self, evidence: torch.Tensor) -> torch.Tensor:
-        """``e' = s · e^p`` (before Eqs 2–6)."""
-        return apply_evidence_transform(evidence, self.scale, self.power)
-
-    def calibrated_confidence(self, confidence):
-        """The isotonic map of the Eq 27 confidence (float, numpy array or tensor); identity without one.
-        A confidence of 0 (no claim selected) maps to 0."""
-        return _interp(confidence, self.isotonic)
-
-    def fusion_overrides(self) -> dict[str, float]:
-        """``{lam, tau1, tau2}`` for :class:`evidential.FusionConfig`."""
-        return {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": CALIBRATION_FORMAT,
-            "version": CALIBRATION_VERSION,
-            "evaluator": {"name": self.evaluator, **self.evaluator_info},
-            "parameters": {
-                "scale": self.scale,
-                "power": self.power,
-                "lam": self.lam,
-                "tau1": self.tau1,
-                "tau2": self.tau2,
-                "rule": self.rule,
-                "policy": self.policy,
-                "isotonic": self.isotonic,
-            },
-            "data": self.data,
-            "metrics": self.metrics,
-            "search": self.search,
-            **self.extra,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any) -> Calibration:
-        """Parse a calibration file's content; a wrong format, an unknown version or a bad field raises
-        :class:`CalibrationError` naming it."""
-        if not isinstance(d, dict) or d.get("format") != CALIBRATION_FORMAT:
-            raise CalibrationError(
-                f'not a calibration file (expected "format": "{CALIBRATION_FORMAT}"); write one with '
-                "`evidential-rag calibrate`"
-            )
-        version = d.get("version")
-        if version != CALIBRATION_VERSION:
-            raise CalibrationError(
-                f"calibration version {version!r} is not supported (this evidential-rag reads version "
-                f"{CALIBRATION_VERSION}); refit with `evidential-rag calibrate`"
-            )
-        ev, params = d.get("evaluator"), d.get("parameters")
-        if not isinstance(ev, dict) or not isinstance(ev.get("name"), str):
-            raise CalibrationError("field 'evaluator' must be an object with a 'name'")
-        if not isinstance(params, dict):
-            raise CalibrationError("field 'parameters' must be an object")
-        known = {"scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic"}
-        missing = sorted(known - set(params))
-        if missing:
-            raise CalibrationError(f"field 'parameters.{missing[0]}' is missing")
-        for key in ("data", "metrics", "search"):
-            if not isinstance(d.get(key, {}), dict):
-                raise CalibrationError(f"field {key!r} must be an object")
-        top = {"format", "version", "evaluator", "parameters", "data", "metrics", "search"}
-        return cls(
-            evaluator=ev["name"],
-            **{k: params[k] for k in known},
-            evaluator_info={k: v for k, v in ev.items() if k != "name"},
-            data=d.get("data", {}),
-            metrics=d.get("metrics", {}),
-            search=d.get("search", {}),
-            extra={k: v for k, v in d.items() if k not in top},
+    def __init__(
+        self,
+        *,
+        rule: str = "lambda",
+        policy: str = "paper",
+        prior: tuple[float, float, float] = (0.6, 0.35, 0.65),
+        fit_power: bool = True,
+        isotonic: bool = True,
+        **grids: Any,
+    ) -> None:
+        self.settings: dict[str, Any] = dict(
+            rule=rule, policy=policy, prior=prior, fit_power=fit_power, isotonic=isotonic, **grids
         )
+        self.params: dict[str, Any] | None = None
+        self.report: dict[str, Any] | None = None
 
+    def fit(self, data: CalibrationData) -> EvidenceCalibrator:
+        """Fit on ``data`` (:func:`fit_calibration` with this calibrator's settings); returns ``self``."""
+        fitted = fit_calibration(data, **self.settings)
+        self.params = {k: fitted[k] for k in _PARAM_KEYS}
+        self.report = fitted["fit"]
+        return self
 
-def describe_identity(name: str, info: dict[str, Any]) -> str:
-    """Human-readable evaluator identity for messages (``learned evaluator with checkpoint X (sha256:…)``)."""
-    fp = str(info.get("fingerprint") or "?")
-    short = fp[:19] + "…" if len(fp) > 20 else fp
-    if name == "learned":
-        return f"the learned evaluator with checkpoint {info.get('checkpoint')} (fingerprint {short})"
-    if name == "prompt":
-        return f"the prompt evaluator with model {info.get('model')!r} on backend {info.get('backend')!r}"
-    return f"the {name} evaluator"
+    def _fitted(self) -> dict[str, Any]:
+        if self.params is None:
+            raise CalibrationError("the calibrator is not fitted: call fit(data) first")
+        return self.params
+
+    def __call__(self, evidence: torch.Tensor) -> torch.Tensor:
+        """``e' = s · e^p`` with the fitted scale and power."""
+        p = self._fitted()
+        return apply_evidence_transform(evidence, p["scale"], p["power"])
+
+    def confidence(self, confidence):
+        """The fitted isotonic map of the Eq 27 confidence (identity without one)."""
+        return isotonic_map(confidence, self._fitted()["isotonic"])
+
+    def evaluate(self, data: CalibrationData, details: bool = False) -> dict[str, Any]:
+        """:func:`evaluate_parameters` of the fitted setting on ``data``."""
+        return evaluate_parameters(data, **self._fitted(), details=details)
+
+    def cross_validate(self, data: CalibrationData, folds: int = 5) -> dict[str, Any]:
+        """:func:`cross_validate` with this calibrator's settings (refits on each fold; ``self`` unchanged)."""
+        return cross_validate(data, folds, **self.settings)

@@ -3,39 +3,83 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from training.utils.text import normalize_text
 
-__all__ = ["expected_calibration_error", "stated_claims", "strict_exact_match"]
+__all__ = [
+    "ReliabilityBins",
+    "expected_calibration_error",
+    "reliability_bins",
+    "stated_claims",
+    "strict_exact_match",
+]
+
+
+class ReliabilityBins(NamedTuple):
+    """Per-bin statistics of :func:`reliability_bins` (arrays of length ``n_bins``): ``count`` (samples per
+    bin), ``confidence`` (mean confidence) and ``accuracy`` (fraction correct); NaN in an empty bin."""
+
+    count: np.ndarray
+    confidence: np.ndarray
+    accuracy: np.ndarray
+
+
+def reliability_bins(
+    confidence: Sequence[float], correct: Sequence[bool], n_bins: int = 15
+) -> ReliabilityBins:
+    """Bin ``confidence`` into ``n_bins`` equal-width bins over [0, 1] (paper Eqs 26–27) and give each bin's
+    sample count, mean confidence and accuracy.
+
+    Bin ``b`` holds confidences in ``(b/n, (b+1)/n]``, the first bin also holds 0 and a confidence of
+    exactly 1.0 falls in the last bin.
+
+    >>> reliability_bins([0.9, 0.9, 0.2], [True, False, False], n_bins=2).count
+    array([1, 2])
+
+    Raises:
+        ValueError: ``confidence`` and ``correct`` differ in length, or a confidence is outside [0, 1].
+    """
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1; got {n_bins}")
+    conf = np.asarray(confidence, dtype=np.float64)
+    corr = np.asarray(correct, dtype=np.float64)
+    if conf.shape != corr.shape:
+        raise ValueError(f"confidence and correct differ in length: {conf.shape} vs {corr.shape}")
+    if np.any((conf < 0) | (conf > 1) | ~np.isfinite(conf)):
+        raise ValueError("confidences must lie in [0, 1]")
+    bins = np.clip(np.ceil(conf * n_bins).astype(int) - 1, 0, n_bins - 1)
+    count = np.zeros(n_bins, dtype=int)
+    mean_conf = np.full(n_bins, np.nan)
+    acc = np.full(n_bins, np.nan)
+    for b in range(n_bins):
+        sel = bins == b
+        if sel.any():
+            count[b] = int(sel.sum())
+            mean_conf[b] = conf[sel].mean()
+            acc[b] = corr[sel].mean()
+    return ReliabilityBins(count, mean_conf, acc)
 
 
 def expected_calibration_error(
     confidence: Sequence[float], correct: Sequence[bool], n_bins: int = 15
 ) -> float:
-    """ECE with ``n_bins`` equal-width bins over [0, 1] (paper Eqs 26–27): ``Σ_b |B_b|/N · |acc_b − conf_b|``.
-
-    Bin ``b`` holds confidences in ``(b/n, (b+1)/n]``, the first bin also holds 0 and a confidence of
-    exactly 1.0 falls in the last bin. Returns 0.0 for no samples.
+    """ECE over the equal-width bins of :func:`reliability_bins` (paper Eqs 26–27):
+    ``Σ_b |B_b|/N · |acc_b − conf_b|``. Returns 0.0 for no samples.
 
     >>> expected_calibration_error([0.9, 0.9, 0.2], [True, False, False])
     0.333333...
     """
-    conf = np.asarray(confidence, dtype=np.float64)
-    corr = np.asarray(correct, dtype=np.float64)
-    if conf.shape != corr.shape:
-        raise ValueError(f"confidence and correct differ in length: {conf.shape} vs {corr.shape}")
-    if conf.size == 0:
+    bins = reliability_bins(confidence, correct, n_bins)
+    total = int(bins.count.sum())
+    if total == 0:
         return 0.0
-    if np.any((conf < 0) | (conf > 1) | ~np.isfinite(conf)):
-        raise ValueError("confidences must lie in [0, 1]")
-    bins = np.clip(np.ceil(conf * n_bins).astype(int) - 1, 0, n_bins - 1)
     ece = 0.0
-    for b in range(n_bins):
-        sel = bins == b
-        if sel.any():
-            ece += sel.mean() * abs(corr[sel].mean() - conf[sel].mean())
+    for n, conf, acc in zip(bins.count, bins.confidence, bins.accuracy):
+        if n:
+            ece += (n / total) * abs(acc - conf)
     return float(ece)
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from inference.alignment import ClaimAligner
 from inference.cli import app
-from inference.cli_distill import data_source
+from inference.workflows.sources import data_source
 from inference.evaluators import build_evaluator
 from inference.evaluators.config import EvaluatorConfig
 from inference.workflows.distill import (

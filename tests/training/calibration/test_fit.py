@@ -13,13 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidential import fuse, opinions_from_evidence, route
-from training.calibration.fit import (
+from training.calibration import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
     SCALE_GRID,
     Calibration,
     CalibrationData,
     CalibrationError,
+    EvidenceCalibrator,
     apply_evidence_transform,
     checkpoint_fingerprint,
     cross_validate,
@@ -248,6 +249,27 @@ def test_fit_calibration_is_deterministic_and_complete():
     assert after["route_accuracy"] >= at_prior["route_accuracy"]
     assert after["route_accuracy"] == pytest.approx(a["fit"]["route_accuracy"])
     assert fit_calibration(d, isotonic=False)["isotonic"] is None
+
+
+def test_evidence_calibrator_fits_then_applies():
+    d = _random_data()
+    cal = EvidenceCalibrator(policy="paper", prior=(0.6, 0.35, 0.65))
+    with pytest.raises(CalibrationError, match="not fitted"):
+        cal(d.evidence)
+    assert cal.fit(d) is cal
+    ref = fit_calibration(d, policy="paper", prior=(0.6, 0.35, 0.65))
+    assert cal.params == {
+        k: ref[k] for k in ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic")
+    }
+    assert cal.report == ref["fit"]
+    ev = torch.tensor([[0.0, 1.0, 3.0]], dtype=torch.float64)
+    assert torch.equal(
+        cal(ev), ref["scale"] * ev ** ref["power"] if ref["power"] != 1.0 else ref["scale"] * ev
+    )
+    iso = ref["isotonic"]
+    assert cal.confidence(0.5) == float(np.interp(0.5, iso["x"], iso["y"])) and cal.confidence(0.0) == 0.0
+    assert cal.evaluate(d) == evaluate_parameters(d, **cal.params)
+    assert cal.cross_validate(d, 4) == cross_validate(d, 4, policy="paper", prior=(0.6, 0.35, 0.65))
 
 
 def test_fold_of_and_cross_validation():

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from evidential.errors import ConfigError
 from inference.backends.base import Generation
 from inference.cli import app
-from inference.cli_sft import resolve_sft_model, sft_contract
+from inference.workflows.sft import resolve_sft_model, sft_contract
 from inference.evaluators import PromptEvaluator
 from inference.evaluators.contract import CONTRACT_VERSION, EVIDENCE_MAX, OUTPUT_SCHEMA, gold_output
 from inference.evaluators.parsing import parse_decision

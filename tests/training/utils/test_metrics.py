@@ -1,10 +1,61 @@
-"""ECE, stated claims and RAMDocs strict exact match."""
+"""Reliability bins, ECE, stated claims and RAMDocs strict exact match."""
 
 from __future__ import annotations
 
-import pytest
+import math
 
-from training.utils.metrics import expected_calibration_error, stated_claims, strict_exact_match
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from training.utils.metrics import (
+    expected_calibration_error,
+    reliability_bins,
+    stated_claims,
+    strict_exact_match,
+)
+
+
+def test_reliability_bins_hand_computed():
+    # 4 bins of width 0.25: (0, .25] holds 0 and 0.25, (.25, .5] 0.3, (.75, 1] 0.8 and 1.0
+    bins = reliability_bins([0.0, 0.25, 0.3, 0.8, 1.0], [False, True, True, False, True], n_bins=4)
+    assert bins.count.tolist() == [2, 1, 0, 2]
+    assert bins.confidence[0] == pytest.approx(0.125) and bins.accuracy[0] == 0.5
+    assert bins.confidence[1] == pytest.approx(0.3) and bins.accuracy[1] == 1.0
+    assert math.isnan(bins.confidence[2]) and math.isnan(bins.accuracy[2])
+    assert bins.confidence[3] == pytest.approx(0.9) and bins.accuracy[3] == 0.5
+    # ECE = 2/5 |0.5 - 0.125| + 1/5 |1 - 0.3| + 2/5 |0.5 - 0.9|
+    assert expected_calibration_error(
+        [0.0, 0.25, 0.3, 0.8, 1.0], [False, True, True, False, True], n_bins=4
+    ) == pytest.approx(0.4 * 0.375 + 0.2 * 0.7 + 0.4 * 0.4)
+    empty = reliability_bins([], [], n_bins=3)
+    assert empty.count.tolist() == [0, 0, 0] and np.isnan(empty.accuracy).all()
+    with pytest.raises(ValueError, match="differ in length"):
+        reliability_bins([0.5], [True, False])
+    with pytest.raises(ValueError, match="n_bins"):
+        reliability_bins([0.5], [True], n_bins=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 1.0, allow_nan=False), st.booleans()),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(1, 20),
+)
+def test_ece_is_the_bin_weighted_gap_and_lies_in_0_1(pairs, n_bins):
+    conf = [c for c, _ in pairs]
+    ok = [k for _, k in pairs]
+    ece = expected_calibration_error(conf, ok, n_bins)
+    bins = reliability_bins(conf, ok, n_bins)
+    assert 0.0 <= ece <= 1.0
+    assert int(bins.count.sum()) == len(pairs)
+    has = bins.count > 0
+    expected = float(np.sum(bins.count[has] / len(pairs) * np.abs(bins.accuracy[has] - bins.confidence[has])))
+    assert ece == pytest.approx(expected, abs=1e-12)
 
 
 def test_ece_hand_computed():

@@ -1,58 +1,17 @@
-"""``evidential-rag distill``: distil a teacher evaluator into the learned head (registered on the typer app)."""
+"""``evidential-rag distill``: distil a teacher evaluator into the learned head."""
 
 from __future__ import annotations
 
-import json
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from evidential.errors import EvidentialError
-from inference.cli import SetOpt, _fail, app, console
-
-DATA_FORMS = "an annotated-chunk JSONL, RAMDocs JSONL, unannotated chunks ({query, chunk} / {query, chunks})"
-
-
-def data_source(spec: str, limit: int | None = None) -> dict:
-    """A ``--data`` value as a data source: ``NAME:PATH`` (a builder, ``annotated`` or ``chunks``) or a
-    path whose format is recognised from its first record."""
-    from training.data.benchmarks import BUILDERS
-
-    name, sep, rest = spec.partition(":")
-    if sep and (name == "annotated" or name in BUILDERS) and not Path(spec).exists():
-        return {"name": name, "path": rest, "limit": limit}
-    path = Path(spec)
-    if not path.is_file():
-        raise EvidentialError(f"--data {spec}: no such file; give {DATA_FORMS}, or NAME:PATH")
-    first = None
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    first = json.loads(line)
-                except json.JSONDecodeError:
-                    raise EvidentialError(f"--data {spec}: the first record is not JSON") from None
-                break
-    if not isinstance(first, dict):
-        raise EvidentialError(f"--data {spec}: expected JSON objects per line ({DATA_FORMS})")
-    if "candidates" in first and ("label" in first or "teacher_evidence" in first):
-        name = "annotated"
-    elif {"question", "documents", "gold_answers"} <= set(first):
-        name = "ramdocs"
-    elif "query" in first and ("chunk" in first or "chunks" in first):
-        name = "chunks"
-    else:
-        raise EvidentialError(
-            f"--data {spec}: unrecognised records (fields {', '.join(sorted(first)[:8])}); give {DATA_FORMS}, "
-            f"or NAME:PATH with NAME one of annotated, {', '.join(BUILDERS.names())}"
-        )
-    return {"name": name, "path": str(path), "limit": limit}
+from inference.cli.options import SetOpt, command_line, console, fail
+from inference.workflows.sources import data_source
 
 
-@app.command("distill")
 def distill_cmd(
     output: Annotated[
         Path,
@@ -121,13 +80,12 @@ def distill_cmd(
         elif limit is not None:
             for src in cfg.train.data:
                 src.limit = limit
-        command = "evidential-rag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        report = run_distillation(cfg, output, resume=resume, command=command, progress=progress)
+        report = run_distillation(cfg, output, resume=resume, command=command_line(), progress=progress)
     except (EvidentialError, TrainingDataError, BackendError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     except KeyboardInterrupt:
-        _fail(
+        fail(
             f"interrupted; the teacher outputs so far are kept in {output / 'teacher.jsonl'}: run the same "
             "command with --resume to continue",
             code=130,

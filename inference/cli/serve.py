@@ -1,4 +1,4 @@
-"""``evidential-rag serve``: the HTTP server (registered on the main typer app; see :mod:`inference.server.app`).
+"""``evidential-rag serve``: the HTTP server (see :mod:`inference.server.app`).
 
 Flag help and defaults come from :class:`inference.server.app.ServerConfig`, which also validates them.
 """
@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-from inference.cli import CalibrationOpt, ConfigOpt, SetOpt, _fail, _load, _with_calibration, app, err
+from inference.cli.options import CalibrationOpt, ConfigOpt, SetOpt, err, fail, load, with_calibration
 from inference.server.app import API_KEY_ENV, ServerConfig, check_concurrency, create_app
 
 _H = ServerConfig.help()
@@ -19,7 +19,6 @@ _D = ServerConfig()
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
-@app.command("serve")
 def serve_cmd(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
@@ -63,9 +62,9 @@ def serve_cmd(
 
     from inference.backends.base import BackendError
 
-    cfg = _with_calibration(_load(config, overrides, []), calibration)
+    cfg = with_calibration(load(config, overrides, []), calibration)
     if log_level not in LOG_LEVELS:
-        _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}; got {log_level!r}")
+        fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}; got {log_level!r}")
     try:
         settings = ServerConfig(
             host=host,
@@ -81,14 +80,14 @@ def serve_cmd(
         )
         check_concurrency(cfg, settings)
     except EvidentialError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     if index is not None and not index.is_dir():
-        _fail(f"--index {index}: no such folder (build one with `evidential-rag index`)")
+        fail(f"--index {index}: no such folder (build one with `evidential-rag index`)")
     try:
         server_app = create_app(cfg, settings, index=str(index) if index is not None else None)
     except (EvidentialError, BackendError, OSError) as exc:
-        _fail(f"cannot load the models: {exc}")
+        fail(f"cannot load the models: {exc}")
         return
     err.print(
         f"serving evidential-rag on http://{host}:{port} (evaluator {cfg.evaluator.name}, generator "

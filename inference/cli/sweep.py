@@ -8,10 +8,9 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-from inference.cli import _fail, app, console
+from inference.cli.options import console, fail
 
 
-@app.command("sweep")
 def sweep_cmd(
     source: Annotated[
         Path, typer.Option("--from", help="The --out folder of an `evidential-rag evaluate` run.")
@@ -74,7 +73,7 @@ def sweep_cmd(
             out_dir=out,
         )
     except EvidentialError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for name, res in result["systems"].items():
         base = next(e for e in res["settings"] if e["setting"]["table"] == "base")
         best = max(

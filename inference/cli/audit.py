@@ -1,6 +1,6 @@
 """``evidential-rag audit export|import``: the human audit of the judge (paper §4.5, Table 6).
 
-Registered on the main typer app as the ``audit`` sub-app; the logic is in
+A typer sub-app (``audit_app``, added to the main app by :mod:`inference.cli`); the logic is in
 :mod:`inference.evaluation.audit`.
 """
 
@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from evidential.errors import EvidentialError
-from inference.cli import _fail, app, console
+from inference.cli.options import console, fail
 
 audit_app = typer.Typer(
     name="audit",
@@ -22,7 +22,6 @@ audit_app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
-app.add_typer(audit_app, name="audit")
 
 
 def _f(x: float | None, signed: bool = False) -> str:
@@ -61,7 +60,7 @@ def audit_export_cmd(
             systems=parse_systems(systems) if systems else None,
         )
     except EvidentialError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     t = Table(title=f"audit sample: {manifest['n']} items, seed {seed}")
     for col in ("stratum", "population", "sample", "weight"):
         t.add_column(col, justify="left" if col == "stratum" else "right")
@@ -89,7 +88,7 @@ def audit_import_cmd(
     try:
         report = import_audit(audit_dir, sheets=sheet or None)
     except EvidentialError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     t = Table(title=f"human audit: {report['n']} items")
     for col in ("dimension", "κ (annotators)", "agreement", "judge–human acc", "judge–human κ"):
         t.add_column(col, justify="left" if col == "dimension" else "right")

@@ -1,19 +1,16 @@
-"""``evidential-rag train``: train the learned evaluator (registered on the main typer app)."""
+"""``evidential-rag train``: train the learned evaluator."""
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from evidential.errors import EvidentialError
-from inference.cli import SetOpt, _fail, app, console
+from inference.cli.options import SetOpt, command_line, console, fail
 
 
-@app.command("train")
 def train_cmd(
     config: Annotated[
         str,
@@ -41,10 +38,11 @@ def train_cmd(
 
     try:
         cfg = load_train_config(config, overrides or [])
-        command = "evidential-rag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        result = EvidentialTrainer(cfg, output, command=command, progress=progress).train(resume=resume)
+        result = EvidentialTrainer(cfg, output, command=command_line(), progress=progress).train(
+            resume=resume
+        )
     except (EvidentialError, TrainingDataError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     keys = (
         "loss",

@@ -1,43 +1,22 @@
 """``evidential-rag train-prompt-evaluator``: TRL SFT (LoRA) of the prompt evaluator's LLM on its own contract.
 
-The training recipe is :mod:`training.sft.recipe`; this command supplies what training may not import: the prompt
-contract (:func:`sft_contract`) and the resolution of ``packaged:`` model names (:func:`resolve_sft_model`).
+The training recipe is :mod:`training.sft.recipe`; what it may not import itself (the prompt contract and the
+resolution of ``packaged:`` model names) comes from :mod:`inference.workflows.sft`.
 """
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from evidential.errors import EvidentialError
-from inference.cli import SetOpt, _fail, app, console
+from inference.cli.options import SetOpt, command_line, console, fail
 
-__all__ = ["resolve_sft_model", "sft_contract", "train_prompt_evaluator_cmd"]
-
-
-def sft_contract():
-    """The prompt evaluator's contract as :class:`training.sft.recipe.PromptContract` (prompt builder, gold reply)."""
-    from inference.evaluators.contract import CONTRACT_VERSION, build_prompt, gold_output
-    from training.sft.recipe import PromptContract
-
-    return PromptContract(CONTRACT_VERSION, build_prompt, gold_output)
+__all__ = ["train_prompt_evaluator_cmd"]
 
 
-def resolve_sft_model(model: str, gguf_file: str | None = None):
-    """``model`` (hub id, folder, .gguf file, ``packaged:<name>``) as a :class:`training.sft.recipe.ModelSource`,
-    resolved the way the transformers backend resolves it (so the adapter fits the model it serves)."""
-    from inference.backends.models import resolve_model
-    from training.sft.recipe import ModelSource
-
-    ref = resolve_model(model, gguf_file)
-    return ModelSource(ref.path, ref.gguf_file)
-
-
-@app.command("train-prompt-evaluator")
 def train_prompt_evaluator_cmd(
     config: Annotated[
         str,
@@ -62,18 +41,18 @@ def train_prompt_evaluator_cmd(
     config/data/model/output.
     """
     from inference.backends.base import BackendError
+    from inference.workflows.sft import resolve_sft_model, sft_contract
     from training.data.annotated import TrainingDataError
     from training.sft.recipe import load_sft_config, train_prompt_evaluator
 
     try:
         cfg = load_sft_config(config, overrides or [])
         source = resolve_sft_model(cfg.model, cfg.gguf_file)
-        command = "evidential-rag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         card = train_prompt_evaluator(
-            cfg, output, sft_contract(), model_source=source, command=command, progress=progress
+            cfg, output, sft_contract(), model_source=source, command=command_line(), progress=progress
         )
     except (EvidentialError, TrainingDataError, BackendError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     console.print(
         f"trained: {card['steps']} steps on {card['data']['examples']} examples, "

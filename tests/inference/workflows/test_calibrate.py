@@ -15,15 +15,15 @@ from typer.testing import CliRunner
 from evidential import fuse, opinions_from_evidence
 from inference.calibration import evaluator_identity, load_calibration
 from inference.cli import app
-from inference.cli_calibrate import calibrate, parse_data_spec
+from inference.workflows.calibrate import calibrate, parse_data_spec
 from inference.config import load_config
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.types import ChunkEvidence
-from training.calibration.fit import Calibration, CalibrationError, checkpoint_fingerprint
+from training.calibration import Calibration, CalibrationError, checkpoint_fingerprint
 from training.learned.checkpoint import resolve_checkpoint
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CHECKPOINT = REPO / "checkpoints" / "learned-minilm"
 CHUNKS = REPO / "inference" / "data" / "example_chunks.jsonl"
 QUESTION = 'Who is the artist of the album "Crazy World"?'

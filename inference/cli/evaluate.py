@@ -1,4 +1,4 @@
-"""``evidential-rag evaluate``: the experiment runner on a benchmark (registered on the main typer app)."""
+"""``evidential-rag evaluate``: the experiment runner on a benchmark."""
 
 from __future__ import annotations
 
@@ -8,20 +8,18 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-from inference.cli import (
+from inference.cli.options import (
     CalibrationOpt,
     ConfigOpt,
     EvaluatorOpt,
     SetOpt,
-    _fail,
-    _load,
-    _with_calibration,
-    app,
     console,
+    fail,
+    load,
+    with_calibration,
 )
 
 
-@app.command("evaluate")
 def evaluate_cmd(
     dataset: Annotated[
         str,
@@ -90,7 +88,7 @@ def evaluate_cmd(
     from inference.evaluation.runner import EvaluateOptions, parse_seeds, parse_systems, run_evaluation
 
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = _with_calibration(_load(config, overrides, extra), calibration)
+    cfg = with_calibration(load(config, overrides, extra), calibration)
     try:
         opts = EvaluateOptions(
             dataset=dataset,
@@ -108,9 +106,9 @@ def evaluate_cmd(
         )
         metrics = run_evaluation(opts, cfg, progress=progress)
     except EvidentialError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except RuntimeError as exc:  # backend errors carry what to fix
-        _fail(f"{type(exc).__name__}: {exc}")
+        fail(f"{type(exc).__name__}: {exc}")
     S = metrics["systems"]
     for name, s in S.items():
         m = s["mean_std"]

@@ -1,0 +1,72 @@
+"""The calibration file format: the shipped calibration.json reads, round-trips and applies as written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from training.calibration import (
+    CALIBRATION_FORMAT,
+    CALIBRATION_VERSION,
+    Calibration,
+    CalibrationError,
+    apply_evidence_transform,
+    isotonic_map,
+    read_calibration,
+)
+
+SHIPPED = Path(__file__).resolve().parents[3] / "checkpoints" / "learned-minilm" / "calibration.json"
+
+
+def test_shipped_calibration_round_trips_and_applies():
+    raw = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    cal = read_calibration(SHIPPED)
+    assert cal.to_dict() == raw  # the format is a contract: nothing added, dropped or renamed
+    p = raw["parameters"]
+    assert (cal.scale, cal.power, cal.lam, cal.tau1, cal.tau2) == (
+        p["scale"],
+        p["power"],
+        p["lam"],
+        p["tau1"],
+        p["tau2"],
+    )
+    ev = torch.tensor([[0.0, 0.5, 2.0], [3.0, 0.0, 1.0]], dtype=torch.float64)
+    assert torch.allclose(cal.apply_to_evidence(ev), p["scale"] * ev ** p["power"], rtol=0, atol=1e-12)
+    conf = np.array([0.0, 0.05, 0.3, 0.7, 1.0])
+    want = np.where(conf > 0, np.interp(conf, p["isotonic"]["x"], p["isotonic"]["y"]), 0.0)
+    assert np.array_equal(cal.calibrated_confidence(conf), want)
+    assert cal.calibrated_confidence(0.3) == float(want[2])
+    assert cal.fusion_overrides() == {"lam": p["lam"], "tau1": p["tau1"], "tau2": p["tau2"]}
+
+
+def test_apply_helpers_by_hand():
+    e = torch.tensor([0.0, 1.0, 4.0])
+    assert apply_evidence_transform(e, 2.0, 0.5).tolist() == [0.0, 2.0, 4.0]
+    assert apply_evidence_transform(e).tolist() == [0.0, 1.0, 4.0]
+    with pytest.raises(CalibrationError, match="finite and > 0"):
+        apply_evidence_transform(e, 0.0)
+    iso = {"x": [0.2, 0.6], "y": [0.1, 0.9]}
+    assert isotonic_map(0.4, iso) == pytest.approx(0.5)
+    assert isotonic_map(0.0, iso) == 0.0 and isotonic_map(0.9, iso) == 0.9  # 0 stays 0; beyond x: last y
+    assert isotonic_map(0.4, None) == 0.4
+    t = isotonic_map(torch.tensor([0.1, 0.4]), iso)
+    assert t.tolist() == pytest.approx([0.1, 0.5])
+
+
+def test_read_calibration_refuses_bad_files(tmp_path):
+    with pytest.raises(CalibrationError, match="not found"):
+        read_calibration(tmp_path / "none.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{", encoding="utf-8")
+    with pytest.raises(CalibrationError, match="corrupted calibration file"):
+        read_calibration(bad)
+    old = tmp_path / "old.json"
+    d = Calibration(evaluator="learned").to_dict()
+    assert (d["format"], d["version"]) == (CALIBRATION_FORMAT, CALIBRATION_VERSION)
+    old.write_text(json.dumps({**d, "version": 99}), encoding="utf-8")
+    with pytest.raises(CalibrationError, match=r"old.json: calibration version 99 is not supported"):
+        read_calibration(old)

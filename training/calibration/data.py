@@ -1,0 +1,126 @@
+"""The cached evaluator outputs a calibration is fitted on (:class:`CalibrationData`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from evidential import pad_evidence
+from evidential.routing import ROUTES
+from training.calibration.apply import CalibrationError
+
+__all__ = ["ROUTE_ID", "CalibrationData"]
+
+#: Route name → the id used in :attr:`CalibrationData.expected`.
+ROUTE_ID = {name: i for i, name in enumerate(ROUTES)}
+
+
+@dataclass
+class CalibrationData:
+    """Cached evaluator outputs of the calibration queries, padded into one batch.
+
+    Attributes:
+        evidence: Raw evaluator evidence ``[B, k, M]`` (float64, zero at padding).
+        chunk_mask: Bool ``[B, k]`` of real chunks; ``claim_mask``: bool ``[B, M]`` of real claims.
+        gold: Bool ``[B, M]``: claim ``j`` is a gold answer of query ``b``.
+        has_gold: Bool ``[B]``: the query has a gold reference (ECE, NLL and isotonic use only these).
+        expected: Long ``[B]``: the expected route id (0 direct, 1 conflict, 2 abstain).
+        keys: One id per query (fold assignment, reports).
+    """
+
+    evidence: torch.Tensor
+    chunk_mask: torch.Tensor
+    claim_mask: torch.Tensor
+    gold: torch.Tensor
+    has_gold: torch.Tensor
+    expected: torch.Tensor
+    keys: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
+        if self.evidence.ndim != 3:
+            raise CalibrationError(f"evidence must be [B, k, M]; got shape {tuple(self.evidence.shape)}")
+        k, m = self.evidence.shape[1:]
+        for name, t, shape in (
+            ("chunk_mask", self.chunk_mask, (b, k)),
+            ("claim_mask", self.claim_mask, (b, m)),
+            ("gold", self.gold, (b, m)),
+            ("has_gold", self.has_gold, (b,)),
+            ("expected", self.expected, (b,)),
+        ):
+            if tuple(t.shape) != shape:
+                raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
+        if not self.keys:
+            self.keys = [str(i) for i in range(b)]
+        if len(self.keys) != b:
+            raise CalibrationError(f"got {len(self.keys)} keys for {b} queries")
+        if b and bool(((self.evidence < 0) | ~torch.isfinite(self.evidence)).any()):
+            raise CalibrationError("evidence must be finite and non-negative")
+
+    def __len__(self) -> int:
+        return int(self.evidence.shape[0])
+
+    @classmethod
+    def from_queries(
+        cls,
+        evidence: Sequence[torch.Tensor],
+        gold: Sequence[Sequence[int] | None],
+        expected: Sequence[str],
+        keys: Sequence[str] | None = None,
+    ) -> CalibrationData:
+        """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
+        expected route names."""
+        if not (len(evidence) == len(gold) == len(expected)):
+            raise CalibrationError("evidence, gold and expected routes must have one entry per query")
+        widths = [int(e.shape[1]) if e.ndim == 2 else 0 for e in evidence]
+        ev, claim_mask, chunk_mask = pad_evidence(
+            [torch.as_tensor(e, dtype=torch.float64) for e in evidence],
+            num_claims=widths,
+            dtype=torch.float64,
+        )
+        g = torch.zeros(claim_mask.shape, dtype=torch.bool)
+        for b, idx in enumerate(gold):
+            for j in idx or []:
+                if not 0 <= j < widths[b]:
+                    raise CalibrationError(f"query {b}: gold index {j} outside its {widths[b]} claims")
+                g[b, j] = True
+        unknown = sorted(set(expected) - set(ROUTE_ID))
+        if unknown:
+            raise CalibrationError(f"unknown expected route {unknown[0]!r}; routes are {', '.join(ROUTES)}")
+        return cls(
+            evidence=ev,
+            chunk_mask=chunk_mask,
+            claim_mask=claim_mask,
+            gold=g,
+            has_gold=torch.tensor([bool(x) for x in gold], dtype=torch.bool),
+            expected=torch.tensor([ROUTE_ID[r] for r in expected], dtype=torch.long),
+            keys=list(keys) if keys is not None else [],
+        )
+
+    @classmethod
+    def from_examples(cls, outcomes: Sequence[tuple[Any, torch.Tensor]]) -> CalibrationData:
+        """From ``(QueryExample, evidence [k, M])`` pairs, the input of :func:`training.trainer.trainer.score_outcomes`
+        (expected routes from :func:`training.trainer.trainer.expected_route`)."""
+        from training.trainer.trainer import expected_route
+
+        return cls.from_queries(
+            [ev for _, ev in outcomes],
+            [ex.gold for ex, _ in outcomes],
+            [expected_route(ex) for ex, _ in outcomes],
+            [ex.key for ex, _ in outcomes],
+        )
+
+    def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
+        idx = torch.as_tensor(index, dtype=torch.long)
+        return CalibrationData(
+            evidence=self.evidence[idx],
+            chunk_mask=self.chunk_mask[idx],
+            claim_mask=self.claim_mask[idx],
+            gold=self.gold[idx],
+            has_gold=self.has_gold[idx],
+            expected=self.expected[idx],
+            keys=[self.keys[i] for i in idx.tolist()],
+        )

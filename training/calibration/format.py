@@ -1,0 +1,232 @@
+"""The calibration file (``calibration.json``, written by ``evidential-rag calibrate``): the
+:class:`Calibration` it holds, reading and validating it (:func:`read_calibration`), and what it is tied to
+(:func:`checkpoint_fingerprint`, :func:`describe_identity`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evidential.fusion import FUSION_RULES
+from evidential.routing import ROUTING_POLICIES
+from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
+
+__all__ = [
+    "CALIBRATION_FORMAT",
+    "CALIBRATION_VERSION",
+    "Calibration",
+    "checkpoint_fingerprint",
+    "describe_identity",
+    "read_calibration",
+]
+
+CALIBRATION_FORMAT = "evidential-rag-calibration"
+CALIBRATION_VERSION = 1
+
+
+def checkpoint_fingerprint(path: str | Path) -> str:
+    """``sha256:<hex>`` over the weight and config files of a learned-evaluator checkpoint folder:
+    ``learned_config.json``, ``heads.safetensors`` and every file under ``adapter/`` except peft's generated
+    ``README.md`` (relative path and content of each, in sorted order). A copied checkpoint keeps its
+    fingerprint; retraining changes it."""
+    root = Path(path)
+    files = [root / "learned_config.json", root / "heads.safetensors"]
+    adapter = root / "adapter"
+    if adapter.is_dir():
+        files += [p for p in adapter.rglob("*") if p.is_file() and p.name != "README.md"]
+    missing = [str(p) for p in files[:2] if not p.is_file()]
+    if missing:
+        raise CalibrationError(f"{root} is not a learned-evaluator checkpoint: missing {', '.join(missing)}")
+    h = hashlib.sha256()
+    for p in sorted(files, key=lambda q: q.relative_to(root).as_posix()):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).hexdigest().encode() + b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+def _num(d: dict, key: str, where: str, low: float, high: float, open_low: bool = False) -> float:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise CalibrationError(f"{where}.{key} must be a finite number; got {v!r}")
+    if v < low or v > high or (open_low and v == low):
+        bound = f"({low}, {high}]" if open_low else f"[{low}, {high}]"
+        raise CalibrationError(f"{where}.{key} must lie in {bound}; got {v!r}")
+    return float(v)
+
+
+@dataclass
+class Calibration:
+    """A fitted calibration (the calibration JSON file, version :data:`CALIBRATION_VERSION`).
+
+    Parameters: ``scale``/``power`` (``e' = s · e^p``), ``lam``, ``tau1``, ``tau2`` (for ``rule`` and
+    ``policy``), ``isotonic`` (breakpoints, or None). Provenance: ``evaluator`` (name), ``evaluator_info``
+    (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
+    ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
+    ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
+    """
+
+    evaluator: str
+    scale: float = 1.0
+    power: float = 1.0
+    lam: float = 0.6
+    tau1: float = 0.35
+    tau2: float = 0.65
+    rule: str = "lambda"
+    policy: str = "paper"
+    isotonic: dict[str, list[float]] | None = None
+    evaluator_info: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # validate through from_dict's checks so that a hand-built object obeys the same rules
+        self._check()
+
+    def _check(self) -> None:
+        p = {k: getattr(self, k) for k in ("scale", "power", "lam", "tau1", "tau2")}
+        w = "parameters"
+        self.scale = _num(p, "scale", w, 0.0, math.inf, open_low=True)
+        self.power = _num(p, "power", w, 0.0, math.inf, open_low=True)
+        self.lam = _num(p, "lam", w, 0.0, 1.0)
+        self.tau1 = _num(p, "tau1", w, 0.0, 1.0)
+        self.tau2 = _num(p, "tau2", w, 0.0, 1.0)
+        if not self.tau1 < self.tau2:
+            raise CalibrationError(f"parameters: tau1 < tau2 is required; got {self.tau1}, {self.tau2}")
+        if not isinstance(self.evaluator, str) or not self.evaluator:
+            raise CalibrationError(f"evaluator.name must be a non-empty string; got {self.evaluator!r}")
+        if self.rule not in FUSION_RULES:
+            raise CalibrationError(f"parameters.rule: unknown fusion rule {self.rule!r}")
+        if self.policy not in ROUTING_POLICIES:
+            raise CalibrationError(f"parameters.policy: unknown routing policy {self.policy!r}")
+        if self.isotonic is not None:
+            iso = self.isotonic
+            xs, ys = (iso.get("x"), iso.get("y")) if isinstance(iso, dict) else (None, None)
+            ok = (
+                isinstance(xs, list)
+                and isinstance(ys, list)
+                and len(xs) == len(ys) >= 1
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*xs, *ys))
+            )
+            if not ok or not all(0 <= v <= 1 and math.isfinite(v) for v in (*xs, *ys)):
+                raise CalibrationError(
+                    "parameters.isotonic must be null or {x: [...], y: [...]} of equal-length lists in [0, 1]"
+                )
+            if any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
+                raise CalibrationError("parameters.isotonic: x and y must be non-decreasing")
+            self.isotonic = {"x": [float(v) for v in xs], "y": [float(v) for v in ys]}
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The evaluator fingerprint it was fitted for (checkpoint content, or prompt backend/model)."""
+        return self.evaluator_info.get("fingerprint")
+
+    def apply_to_evidence(self, evidence: torch.Tensor) -> torch.Tensor:
+        """``e' = s · e^p`` (before Eqs 2–6)."""
+        return apply_evidence_transform(evidence, self.scale, self.power)
+
+    def calibrated_confidence(self, confidence):
+        """The isotonic map of the Eq 27 confidence (float, numpy array or tensor); identity without one.
+        A confidence of 0 (no claim selected) maps to 0."""
+        return isotonic_map(confidence, self.isotonic)
+
+    def fusion_overrides(self) -> dict[str, float]:
+        """``{lam, tau1, tau2}`` for :class:`evidential.FusionConfig`."""
+        return {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": CALIBRATION_FORMAT,
+            "version": CALIBRATION_VERSION,
+            "evaluator": {"name": self.evaluator, **self.evaluator_info},
+            "parameters": {
+                "scale": self.scale,
+                "power": self.power,
+                "lam": self.lam,
+                "tau1": self.tau1,
+                "tau2": self.tau2,
+                "rule": self.rule,
+                "policy": self.policy,
+                "isotonic": self.isotonic,
+            },
+            "data": self.data,
+            "metrics": self.metrics,
+            "search": self.search,
+            **self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Calibration:
+        """Parse a calibration file's content; a wrong format, an unknown version or a bad field raises
+        :class:`CalibrationError` naming it."""
+        if not isinstance(d, dict) or d.get("format") != CALIBRATION_FORMAT:
+            raise CalibrationError(
+                f'not a calibration file (expected "format": "{CALIBRATION_FORMAT}"); write one with '
+                "`evidential-rag calibrate`"
+            )
+        version = d.get("version")
+        if version != CALIBRATION_VERSION:
+            raise CalibrationError(
+                f"calibration version {version!r} is not supported (this evidential-rag reads version "
+                f"{CALIBRATION_VERSION}); refit with `evidential-rag calibrate`"
+            )
+        ev, params = d.get("evaluator"), d.get("parameters")
+        if not isinstance(ev, dict) or not isinstance(ev.get("name"), str):
+            raise CalibrationError("field 'evaluator' must be an object with a 'name'")
+        if not isinstance(params, dict):
+            raise CalibrationError("field 'parameters' must be an object")
+        known = {"scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic"}
+        missing = sorted(known - set(params))
+        if missing:
+            raise CalibrationError(f"field 'parameters.{missing[0]}' is missing")
+        for key in ("data", "metrics", "search"):
+            if not isinstance(d.get(key, {}), dict):
+                raise CalibrationError(f"field {key!r} must be an object")
+        top = {"format", "version", "evaluator", "parameters", "data", "metrics", "search"}
+        return cls(
+            evaluator=ev["name"],
+            **{k: params[k] for k in known},
+            evaluator_info={k: v for k, v in ev.items() if k != "name"},
+            data=d.get("data", {}),
+            metrics=d.get("metrics", {}),
+            search=d.get("search", {}),
+            extra={k: v for k, v in d.items() if k not in top},
+        )
+
+
+def describe_identity(name: str, info: dict[str, Any]) -> str:
+    """Human-readable evaluator identity for messages (``learned evaluator with checkpoint X (sha256:…)``)."""
+    fp = str(info.get("fingerprint") or "?")
+    short = fp[:19] + "…" if len(fp) > 20 else fp
+    if name == "learned":
+        return f"the learned evaluator with checkpoint {info.get('checkpoint')} (fingerprint {short})"
+    if name == "prompt":
+        return f"the prompt evaluator with model {info.get('model')!r} on backend {info.get('backend')!r}"
+    return f"the {name} evaluator"
+
+
+def read_calibration(path: str | Path) -> Calibration:
+    """Read and validate a calibration file (no compatibility check)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CalibrationError(
+            f"calibration file {p} not found; write one with `evidential-rag calibrate ... --output {p}`"
+        )
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CalibrationError(
+            f"{p}: corrupted calibration file (not valid JSON: {exc}); refit it with `evidential-rag calibrate`"
+        ) from None
+    try:
+        return Calibration.from_dict(raw)
+    except CalibrationError as exc:
+        raise CalibrationError(f"{p}: {exc}") from None
