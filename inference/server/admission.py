@@ -19,7 +19,7 @@ from inference.evaluators import EVALUATORS
 
 if TYPE_CHECKING:
     from inference.config import RunConfig
-    from inference.server.app import ServerConfig
+    from inference.server.config import ServerConfig
 
 __all__ = ["Admission", "ServerBusy", "check_concurrency"]
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from inference.types import Chunk, rank_order
 
 if TYPE_CHECKING:
-    from inference.server.app import ServerConfig
+    from inference.server.config import ServerConfig
 
 __all__ = ["request_models", "to_chunks"]
 
