@@ -1,6 +1,5 @@
 """Settings of the HTTP server (:class:`ServerConfig`: network, access, limits) and the loopback check."""
 
-
 import ipaddress
 import string
 from dataclasses import asdict, dataclass, field, fields
