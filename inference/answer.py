@@ -10,6 +10,7 @@ through :func:`inference.generation.attach_generation`.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evidential import FusionConfig, fuse, opinions_from_evidence, route
@@ -18,13 +19,245 @@ from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
 from inference.io import rounded
 
-__all__ = ["answer_record", "template_response"]
+__all__ = [
+    "AnswerRecord",
+    "ChunkDecision",
+    "ClaimRecord",
+    "FusionInfo",
+    "GenerationInfo",
+    "RetrievalInfo",
+    "RetrievedChunk",
+    "answer_record",
+    "build_answer_record",
+    "template_response",
+]
+
+
+def _plain(cls, data: dict[str, Any]):
+    """A flat record dataclass from its dict (the dataclass's fields, in any order)."""
+    return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+def _as_dict(obj) -> dict[str, Any]:
+    """A flat record dataclass as a dict in field order (values copied one level deep)."""
+    out = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        out[f.name] = list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
+    return out
+
+
+@dataclass
+class ClaimRecord:
+    """A frame claim of the answer record: id, text, fused belief ``mass``, the chunks and surface forms."""
+
+    id: str
+    text: str
+    mass: float
+    chunk_ids: list[str] = field(default_factory=list)
+    forms: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClaimRecord:
+        return _plain(cls, data)
+
+
+@dataclass
+class ChunkDecision:
+    """What the evaluator decided about one chunk (``chunks`` of the answer record)."""
+
+    chunk_id: str
+    rank: int | None
+    source: str | None
+    claim: str | None
+    answer: str | None
+    stance: str
+    rationale: str
+    evidence: dict[str, float]
+    valid: bool
+    repaired: bool
+    errors: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChunkDecision:
+        return _plain(cls, data)
+
+
+@dataclass
+class FusionInfo:
+    """The fusion settings the record was fused and routed with."""
+
+    rule: str
+    lam: float
+    tau1: float
+    tau2: float
+    policy: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FusionInfo:
+        return _plain(cls, data)
+
+
+@dataclass
+class GenerationInfo:
+    """The generator's block (:func:`inference.generation.attach_generation`)."""
+
+    generator: str
+    route: str | None
+    fallback: bool | str | None
+    fallback_reason: str | None
+    raw: str | None
+    prompt_version: str | None
+    finish_reason: str | None
+    batched_passes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationInfo:
+        return _plain(cls, data)
+
+
+@dataclass
+class RetrievedChunk:
+    """A chunk the answer was computed from: id, rank, retrieval score and source."""
+
+    id: str
+    rank: int | None
+    score: float | None
+    source: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RetrievedChunk:
+        return _plain(cls, data)
+
+
+@dataclass
+class RetrievalInfo:
+    """The ``retrieval`` block: whether the chunks were retrieved, the index, the retriever's description
+    (``retriever``, ``reranker``, ``reranked``, ...; kept as ``details``) and the chunks."""
+
+    retrieved: bool
+    index: str | None
+    details: dict[str, Any] = field(default_factory=dict)
+    chunks: list[RetrievedChunk] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "retrieved": self.retrieved,
+            "index": self.index,
+            **self.details,
+            "chunks": [c.to_dict() for c in self.chunks],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RetrievalInfo:
+        details = {k: v for k, v in data.items() if k not in ("retrieved", "index", "chunks")}
+        return cls(
+            retrieved=data["retrieved"],
+            index=data.get("index"),
+            details=details,
+            chunks=[RetrievedChunk.from_dict(c) for c in data.get("chunks", [])],
+        )
+
+
+# the record's parts that only some records carry (omitted from the JSON when None), in their JSON order
+_OPTIONAL = ("calibrated_confidence", "calibration", "generation", "retrieval", "evaluator_passes", "k")
+
+
+@dataclass
+class AnswerRecord:
+    """The answer record (DESIGN.md §3) as a typed object; :meth:`to_dict` is the JSON form.
+
+    The fields up to ``fusion`` are always present (:func:`build_answer_record`); the pipeline adds
+    ``calibrated_confidence`` and ``calibration`` (with a calibration file), ``generation`` (the generator's
+    block), ``retrieval``, ``evaluator_passes`` and ``k``, each left out of the JSON while ``None``.
+    """
+
+    question: str
+    response: str
+    cited_chunk_ids: list[str]
+    route: str
+    answer: str | None
+    claims: list[ClaimRecord]
+    uncertainty: float
+    ignorance: float
+    conflict: float
+    mean_pairwise_conflict: float
+    confidence: float
+    step_conflict: list[float]
+    chunks: list[ChunkDecision]
+    output_counts: dict[str, int]
+    timings: dict[str, float]
+    logical_decisions: int
+    batched_passes: int
+    evaluator: str
+    evaluator_meta: dict[str, Any]
+    fusion: FusionInfo
+    calibrated_confidence: float | None = None
+    calibration: dict[str, Any] | None = None
+    generation: GenerationInfo | None = None
+    retrieval: RetrievalInfo | None = None
+    evaluator_passes: int | None = None
+    k: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready record (keys in the documented order, nested parts as dicts)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in _OPTIONAL and v is None:
+                continue
+            if f.name in ("claims", "chunks"):
+                v = [x.to_dict() for x in v]
+            elif hasattr(v, "to_dict"):
+                v = v.to_dict()
+            elif isinstance(v, list):
+                v = list(v)
+            elif isinstance(v, dict):
+                v = dict(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnswerRecord:
+        """The record from its JSON form (:meth:`to_dict`'s output, e.g. a line of ``ask --json``)."""
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in known}
+        kw["claims"] = [ClaimRecord.from_dict(c) for c in data["claims"]]
+        kw["chunks"] = [ChunkDecision.from_dict(c) for c in data["chunks"]]
+        kw["fusion"] = FusionInfo.from_dict(data["fusion"])
+        if data.get("generation") is not None:
+            kw["generation"] = GenerationInfo.from_dict(data["generation"])
+        if data.get("retrieval") is not None:
+            kw["retrieval"] = RetrievalInfo.from_dict(data["retrieval"])
+        return cls(**kw)
 
 
 def answer_record(
     result: EvaluationResult, fusion: FusionConfig, question: str | None = None
 ) -> dict[str, Any]:
     """Fuse and route one evaluation and return the answer record (JSON-ready)."""
+    return build_answer_record(result, fusion, question).to_dict()
+
+
+def build_answer_record(
+    result: EvaluationResult, fusion: FusionConfig, question: str | None = None
+) -> AnswerRecord:
+    """Fuse and route one evaluation and return the typed answer record."""
     t0 = time.perf_counter()
     ops = opinions_from_evidence(result.evidence, sanitize=fusion.sanitize)
     res = fuse(ops, lam=fusion.lam, rule=fusion.rule)
@@ -33,64 +266,53 @@ def answer_record(
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None
     claims = [
-        {
-            "id": c.id,
-            "text": c.text,
-            "mass": rounded(res.belief[j]),
-            "chunk_ids": list(c.chunk_ids),
-            "forms": list(c.forms),
-        }
+        ClaimRecord(c.id, c.text, rounded(res.belief[j]), list(c.chunk_ids), list(c.forms))
         for j, c in enumerate(result.claims)
     ]
+    claim_dicts = [c.to_dict() for c in claims]
     cited = cited_chunk_ids(
         GenerationInput(
             question if question is not None else result.query,
             decision,
-            claims,
+            claim_dicts,
             rounded(res.uncertainty),
             answer=answer,
         )
     )
-    return {
-        "question": question if question is not None else result.query,
-        "response": template_response(decision, claims, answer),
-        "cited_chunk_ids": cited,
-        "route": decision,
-        "answer": answer,
-        "claims": claims,
-        "uncertainty": rounded(res.uncertainty),
-        "ignorance": rounded(res.ignorance),
-        "conflict": rounded(res.conflict),
-        "mean_pairwise_conflict": rounded(res.mean_pairwise_conflict),
-        "confidence": rounded(res.confidence),
-        "step_conflict": [rounded(x) for x in res.step_conflict],
-        "chunks": [
-            {
-                "chunk_id": d.chunk_id,
-                "rank": c.rank,
-                "source": c.source,
-                "claim": d.claim,
-                "answer": d.answer,
-                "stance": d.stance,
-                "rationale": d.rationale,
-                "evidence": {k: rounded(v) for k, v in d.evidence.items()},
-                "valid": d.valid,
-                "repaired": d.repaired,
-                "errors": d.errors,
-            }
+    return AnswerRecord(
+        question=question if question is not None else result.query,
+        response=template_response(decision, claim_dicts, answer),
+        cited_chunk_ids=cited,
+        route=decision,
+        answer=answer,
+        claims=claims,
+        uncertainty=rounded(res.uncertainty),
+        ignorance=rounded(res.ignorance),
+        conflict=rounded(res.conflict),
+        mean_pairwise_conflict=rounded(res.mean_pairwise_conflict),
+        confidence=rounded(res.confidence),
+        step_conflict=[rounded(x) for x in res.step_conflict],
+        chunks=[
+            ChunkDecision(
+                chunk_id=d.chunk_id,
+                rank=c.rank,
+                source=c.source,
+                claim=d.claim,
+                answer=d.answer,
+                stance=d.stance,
+                rationale=d.rationale,
+                evidence={k: rounded(v) for k, v in d.evidence.items()},
+                valid=d.valid,
+                repaired=d.repaired,
+                errors=d.errors,
+            )
             for d, c in zip(result.decisions, result.chunks)
         ],
-        "output_counts": dict(result.counts),
-        "timings": {**{k: rounded(v) for k, v in result.timings.items()}, "fuse_route": rounded(t_fuse)},
-        "logical_decisions": result.logical_decisions,
-        "batched_passes": result.batched_passes,
-        "evaluator": result.evaluator,
-        "evaluator_meta": result.meta,
-        "fusion": {
-            "rule": fusion.rule,
-            "lam": fusion.lam,
-            "tau1": fusion.tau1,
-            "tau2": fusion.tau2,
-            "policy": fusion.policy,
-        },
-    }
+        output_counts=dict(result.counts),
+        timings={**{k: rounded(v) for k, v in result.timings.items()}, "fuse_route": rounded(t_fuse)},
+        logical_decisions=result.logical_decisions,
+        batched_passes=result.batched_passes,
+        evaluator=result.evaluator,
+        evaluator_meta=result.meta,
+        fusion=FusionInfo(fusion.rule, fusion.lam, fusion.tau1, fusion.tau2, fusion.policy),
+    )

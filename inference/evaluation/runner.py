@@ -439,7 +439,8 @@ def run_evaluation(
     Args:
         opts: The run (dataset, systems, seeds, output folder, ...).
         cfg: The run config every system shares (k, fusion, evaluator, generator, models).
-        systems: Already-built systems by name (tests); ``None`` builds ``opts.systems``.
+        systems: Already-built :class:`~inference.rag.RAGSystem` s by name (tests); ``None`` builds
+            ``opts.systems`` (:func:`inference.rag.build_systems`, models loaded once).
         judge: An already-built judge; ``None`` builds ``opts.judge``.
         progress: Show progress bars.
         report: Write ``metrics.json`` / ``report.md`` / plots at the end.
@@ -450,7 +451,7 @@ def run_evaluation(
     from tqdm.auto import tqdm
 
     from inference.evaluation.judges import JudgeInput, build_judge
-    from inference.evaluation.systems import build_systems, seed_everything
+    from inference.rag import build_systems, seed_everything
 
     run = _check_run(opts, cfg)
 
@@ -500,12 +501,12 @@ def run_evaluation(
                 t0 = time.perf_counter()
                 questions, chunk_lists = [i.question for i, _ in part], [c for _, c in part]
                 with PeakMemory() as mem:
-                    if getattr(system, "uses_extra_chunks", False):  # Corrective RAG's expansion pool
-                        records = system.answer_batch(
+                    if system.uses_extra_chunks:  # Corrective RAG's expansion pool
+                        records = system.ask_batch(
                             questions, chunk_lists, extra_chunks=[extras[i.id] for i, _ in part]
                         )
                     else:
-                        records = system.answer_batch(questions, chunk_lists)
+                        records = system.ask_batch(questions, chunk_lists)
                 wall = time.perf_counter() - t0
                 judged = judge.judge_batch(
                     [JudgeInput(i, r.get("response") or "", c) for (i, c), r in zip(part, records)]

@@ -32,7 +32,7 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,18 +43,14 @@ from evidential.errors import ConfigError
 from inference.backends import load_backend
 from inference.backends.base import Backend, Prompt
 from inference.io import rounded
+from inference.rag.base import RAGSystem, SharedModels, check_llm_generator, given_or_retrieved
 from inference.rag.config import RETRIEVAL_EVALUATORS, CorrectiveConfig
+from inference.rag.naive import naive_prompt
 from inference.types import Chunk
 from training.utils.configio import is_int
 
 if TYPE_CHECKING:
     from inference.config import RunConfig
-from inference.rag.naive import (
-    build_baseline_retriever,
-    check_llm_generator,
-    given_or_retrieved,
-    naive_prompt,
-)
 
 __all__ = [
     "ACTIONS",
@@ -372,7 +368,26 @@ def corrective_prompt(question: str, strips: Sequence[Strip], max_chunk_chars: i
     return naive_prompt(question, [s.as_chunk() for s in strips], max_chunk_chars)
 
 
-class CorrectiveRAG:
+@dataclass
+class _Batch:
+    """One batch of questions as it moves through Corrective RAG's steps."""
+
+    questions: list[str]
+    extra: list[Sequence[Chunk] | None]
+    rows: list[list[Chunk]] = field(default_factory=list)
+    retrieved: list[int] = field(default_factory=list)
+    scores: list[list[float]] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    wanted: list[int] = field(default_factory=list)
+    external: dict[int, list[Chunk]] = field(default_factory=dict)
+    fallback: dict[int, str] = field(default_factory=dict)
+    strips: list[list[Strip]] = field(default_factory=list)
+    kept: list[list[Strip]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class CorrectiveRAG(RAGSystem):
     """Corrective RAG: retrieval evaluator → action (correct / ambiguous / incorrect) → knowledge refinement
     → ONE batched generation call for all questions (see the module docstring).
 
@@ -387,6 +402,7 @@ class CorrectiveRAG:
     """
 
     name = "corrective"
+    uses_extra_chunks = True
 
     def __init__(
         self,
@@ -399,16 +415,31 @@ class CorrectiveRAG:
         corrective: CorrectiveConfig | None = None,
     ):
         check_llm_generator(config, "Corrective RAG")
-        self.config = config
         self.corrective = corrective if corrective is not None else CorrectiveConfig()
         if not isinstance(self.corrective, CorrectiveConfig):
             raise ConfigError(f"corrective must be a CorrectiveConfig; got {type(self.corrective).__name__}")
-        self.retriever = build_baseline_retriever(config, index, retriever)
+        super().__init__(config, index, retriever=retriever)
         self.scorer = RETRIEVAL_EVALUATORS.get(self.corrective.retrieval_evaluator)(
             config, evaluator=evaluator, retriever=self.retriever
         )
         self.backend = backend if backend is not None else load_backend(config.generator.backend)
         self.passes = 0
+
+    @classmethod
+    def from_shared(cls, config: RunConfig, shared: SharedModels) -> CorrectiveRAG:
+        """Corrective RAG (settings ``baselines.corrective``) on the evaluation's shared generator backend;
+        the ``learned`` retrieval evaluator is the evaluation's learned evaluator (shared with
+        EvidentialRAG). The incorrect branch's web search is the harness's ``extra_chunks``."""
+        settings = config.baselines.corrective
+        evaluator = shared.learned_evaluator if settings.retrieval_evaluator == "learned" else None
+        return cls(config, backend=shared.generator_backend, evaluator=evaluator, corrective=settings)
+
+    def details(self) -> dict[str, Any]:
+        c = self.corrective
+        return {
+            "retrieval_evaluator": c.retrieval_evaluator,
+            "thresholds": {"upper": c.upper, "lower": c.lower},
+        }
 
     @property
     def expand(self) -> int:
@@ -481,71 +512,108 @@ class CorrectiveRAG:
         """
         questions = list(questions)
         n = len(questions)
-        k = self.config.k
-        c = self.corrective
         extra = list(extra_chunks) if extra_chunks is not None else [None] * n
         if len(extra) != n:
             raise ValueError(f"got {n} questions but {len(extra)} extra_chunks lists")
         passes0 = self.scorer.passes
-        rows, need, t_ret = given_or_retrieved(questions, chunks, k, self.retriever)
-        # 1. retrieval evaluator: one batched pass over every (question, chunk)
+        batch = _Batch(questions, extra)
+        batch.rows, batch.retrieved, batch.timings["retrieve"] = given_or_retrieved(
+            questions, chunks, self.config.k, self.retriever
+        )
+        self._evaluate_retrieval(batch)
+        self._gather_external(batch)
+        self._refine(batch)
+        self._generate(batch)
+        return self._records(batch, passes=self.scorer.passes - passes0 + 1)
+
+    def _evaluate_retrieval(self, batch: _Batch) -> None:
+        """Step 1, the retrieval evaluator: one batched pass over every (question, chunk), then the actions."""
+        c = self.corrective
         t0 = time.perf_counter()
-        scores = self.scorer.score(questions, rows)
-        t_eval = time.perf_counter() - t0
-        actions = [decide_action(s, c.upper, c.lower) for s in scores]
-        # 2. external knowledge for the incorrect and ambiguous questions
-        wanted = [i for i, a in enumerate(actions) if a != "correct"]
-        external, fallback, t_ext = self._external(questions, rows, extra, wanted)
-        # 3. knowledge refinement: strips of the kept chunks, scored in one batched pass
+        batch.scores = self.scorer.score(batch.questions, batch.rows)
+        batch.timings["evaluate"] = time.perf_counter() - t0
+        batch.actions = [decide_action(s, c.upper, c.lower) for s in batch.scores]
+
+    def _gather_external(self, batch: _Batch) -> None:
+        """Step 2, external knowledge for the incorrect and ambiguous questions."""
+        batch.wanted = [i for i, a in enumerate(batch.actions) if a != "correct"]
+        batch.external, batch.fallback, t_ext = self._external(
+            batch.questions, batch.rows, batch.extra, batch.wanted
+        )
+        batch.timings["external_each"] = t_ext / len(batch.wanted) if batch.wanted else 0.0
+
+    def _knowledge_sources(self, batch: _Batch, i: int) -> list[tuple[Chunk, str]]:
+        """The chunks question ``i``'s strips come from, each with its origin (``internal`` / ``external``)."""
+        action, sources = batch.actions[i], []
+        if action != "incorrect" or batch.fallback.get(i) == "none":
+            cs = batch.rows[i]
+            keep = (
+                [ch for ch, x in zip(cs, batch.scores[i]) if x > self.corrective.lower]
+                if action != "incorrect"
+                else cs
+            )
+            sources += [(ch, "internal") for ch in keep]
+        if action != "correct":
+            sources += [(ch, "external") for ch in batch.external.get(i, [])]
+        return sources
+
+    def _refine(self, batch: _Batch) -> None:
+        """Step 3, knowledge refinement: strips of the kept chunks, scored in one batched pass, selected."""
+        c = self.corrective
         t0 = time.perf_counter()
         max_chars = self.config.generator.max_chunk_chars
-        strips: list[list[Strip]] = []
-        for i, (cs, s, a) in enumerate(zip(rows, scores, actions)):
-            sources: list[tuple[Chunk, str]] = []
-            if a != "incorrect" or fallback.get(i) == "none":
-                keep = [ch for ch, x in zip(cs, s) if x > c.lower] if a != "incorrect" else cs
-                sources += [(ch, "internal") for ch in keep]
-            if a != "correct":
-                sources += [(ch, "external") for ch in external.get(i, [])]
+        for i in range(len(batch.questions)):
             found: list[Strip] = []
-            for ch, origin in sources:
+            for ch, origin in self._knowledge_sources(batch, i):
                 for text in split_strips(ch.text, c.strip_sentences, max_chars):
                     found.append(Strip(ch.id, text, origin, len(found), ch.source))
-            strips.append(found)
+            batch.strips.append(found)
         strip_scores = self.scorer.score(
-            questions,
+            batch.questions,
             [
                 [Chunk(id=f"{s.chunk_id}#s{s.order}", text=s.text, source=s.source) for s in ss]
-                for ss in strips
+                for ss in batch.strips
             ],
         )
-        kept = []
-        for ss, sc in zip(strips, strip_scores):
+        for ss, sc in zip(batch.strips, strip_scores):
             for s, x in zip(ss, sc):
                 s.score = x
-            kept.append(select_strips(ss, c.strip_threshold, c.max_strips, self.budget_chars))
-        t_refine = time.perf_counter() - t0
-        # 4. ONE batched generation call
+            batch.kept.append(select_strips(ss, c.strip_threshold, c.max_strips, self.budget_chars))
+        batch.timings["refine"] = time.perf_counter() - t0
+
+    def _generate(self, batch: _Batch) -> None:
+        """Step 4, ONE batched generation call with the kept strips as the passages."""
         gcfg = self.config.generator
-        prompts = [corrective_prompt(q, ks, gcfg.max_chunk_chars) for q, ks in zip(questions, kept)]
+        prompts = [
+            corrective_prompt(q, ks, gcfg.max_chunk_chars) for q, ks in zip(batch.questions, batch.kept)
+        ]
         t0 = time.perf_counter()
         gens = self.backend.generate(prompts, gcfg.generation)
-        t_gen = time.perf_counter() - t0
+        batch.timings["generate"] = time.perf_counter() - t0
         self.passes += 1
-        passes = self.scorer.passes - passes0 + 1
+        batch.texts = [g.text.strip() for g in gens]
+
+    def _records(self, batch: _Batch, passes: int) -> list[dict[str, Any]]:
+        """The answer records of the batch (see :meth:`ask_batch`)."""
+        c = self.corrective
         description = _EVALUATOR_DESCRIPTIONS.get(self.scorer.name, self.scorer.name)
         deviations = [d.format(evaluator=description) for d in CORRECTIVE_DEVIATIONS]
-        t_ext_each = t_ext / len(wanted) if wanted else 0.0
+        t = batch.timings
         records = []
-        for i, (q, cs, g) in enumerate(zip(questions, rows, gens)):
+        for i, (q, cs, text) in enumerate(zip(batch.questions, batch.rows, batch.texts)):
+            t_ret = (t["retrieve"] if i in batch.retrieved else 0.0) + (
+                t["external_each"] if i in batch.wanted else 0.0
+            )
             records.append(
                 {
                     "system": self.name,
                     "question": q,
-                    "response": g.text.strip(),
+                    "response": text,
                     "route": "direct",
-                    "action": actions[i],
-                    "relevance": [{"chunk_id": ch.id, "score": rounded(x)} for ch, x in zip(cs, scores[i])],
+                    "action": batch.actions[i],
+                    "relevance": [
+                        {"chunk_id": ch.id, "score": rounded(x)} for ch, x in zip(cs, batch.scores[i])
+                    ],
                     "knowledge": [
                         {
                             "chunk_id": s.chunk_id,
@@ -553,25 +621,23 @@ class CorrectiveRAG:
                             "score": rounded(s.score),
                             "origin": s.origin,
                         }
-                        for s in kept[i]
+                        for s in batch.kept[i]
                     ],
-                    "fallback": fallback.get(i),
+                    "fallback": batch.fallback.get(i),
                     "chunks": [{"chunk_id": ch.id, "rank": ch.rank, "source": ch.source} for ch in cs],
                     "external_chunks": [
                         {"chunk_id": ch.id, "rank": ch.rank, "source": ch.source}
-                        for ch in external.get(i, [])
+                        for ch in batch.external.get(i, [])
                     ],
                     "retrieval_evaluator": self.scorer.name,
                     "thresholds": {"upper": c.upper, "lower": c.lower, "strip": c.strip_threshold},
                     "timings": {
-                        "retrieve": rounded(
-                            (t_ret if i in need else 0.0) + (t_ext_each if i in wanted else 0.0)
-                        ),
-                        "evaluate": rounded(t_eval),
-                        "refine": rounded(t_refine),
-                        "generate": rounded(t_gen),
+                        "retrieve": rounded(t_ret),
+                        "evaluate": rounded(t["evaluate"]),
+                        "refine": rounded(t["refine"]),
+                        "generate": rounded(t["generate"]),
                     },
-                    "logical_decisions": len(cs) + len(strips[i]) + 1,
+                    "logical_decisions": len(cs) + len(batch.strips[i]) + 1,
                     "batched_passes": passes,
                     "prompt_version": CORRECTIVE_PROMPT_VERSION,
                     "deviations": deviations,

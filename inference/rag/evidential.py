@@ -18,12 +18,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from evidential import FusionConfig
 from evidential.errors import ConfigError
-from inference.answer import answer_record
-from inference.config import RunConfig
+from inference.answer import AnswerRecord, RetrievalInfo, RetrievedChunk, build_answer_record
 from inference.evaluators import build_evaluator
 from inference.generation import (
     attach_generation,
@@ -32,12 +31,23 @@ from inference.generation import (
     generation_input_from_record,
 )
 from inference.io import rounded
+from inference.rag.base import RAGSystem, SharedModels
 from inference.types import Chunk
 
-__all__ = ["EvidentialRAG"]
+if TYPE_CHECKING:
+    from inference.config import RunConfig
+
+__all__ = [
+    "EvidentialDecomposed",
+    "EvidentialLearned",
+    "EvidentialNoFusion",
+    "EvidentialNoRouting",
+    "EvidentialPrompt",
+    "EvidentialRAG",
+]
 
 
-class EvidentialRAG:
+class EvidentialRAG(RAGSystem):
     """The full pipeline over one :class:`~inference.config.RunConfig`.
 
     Args:
@@ -50,7 +60,23 @@ class EvidentialRAG:
     evaluator, checkpoint or fusion setting, see :func:`inference.calibration.load_calibration`): its λ/τ1/τ2
     replace the config's, the evidence is scaled (``e' = s · e^p``) before fusion, and every record gets
     ``calibrated_confidence`` (the isotonic map of ``confidence``) and ``calibration`` (file, fingerprint).
+
+    Subclasses registered as ablations set :attr:`evaluator_name` (force the evaluator) and
+    :attr:`fusion_overrides` (replace fields of the fusion section) before anything is built.
     """
+
+    name = "evidential"
+    evaluator_name: ClassVar[str | None] = None  # None = the config's evaluator.name
+    fusion_overrides: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def configured(cls, config: RunConfig) -> RunConfig:
+        """``config`` with this variant's evaluator and fusion changes."""
+        if cls.evaluator_name is not None:
+            config = replace(config, evaluator=replace(config.evaluator, name=cls.evaluator_name))
+        if cls.fusion_overrides:
+            config = replace(config, fusion=replace(config.fusion, **cls.fusion_overrides))
+        return config
 
     def __init__(
         self,
@@ -61,6 +87,7 @@ class EvidentialRAG:
         generator=None,
         retriever=None,
     ):
+        config = self.configured(config)
         self.calibration = None
         self.calibration_info: dict[str, Any] | None = None
         if config.calibration is not None:
@@ -69,8 +96,7 @@ class EvidentialRAG:
             self.calibration = load_calibration(config.calibration, config)
             self.calibration_info = calibration_record(self.calibration, config.calibration)
             config = replace(config, fusion=replace(config.fusion, **self.calibration.fusion_overrides()))
-        self.config = config
-        self.timings: dict[str, float] = {}
+        super().__init__(config)
         t0 = time.perf_counter()
         self.evaluator = evaluator if evaluator is not None else build_evaluator(config.evaluator)
         self.timings["load_evaluator"] = time.perf_counter() - t0
@@ -94,6 +120,42 @@ class EvidentialRAG:
             self.retriever = build_retriever(self.index, config)
             self.timings["load_retriever"] = time.perf_counter() - t0
 
+    @classmethod
+    def from_shared(cls, config: RunConfig, shared: SharedModels) -> EvidentialRAG:
+        """The pipeline on the evaluation's shared generator backend (also the prompt evaluator's when it
+        names the same model); offers its own backend and learned evaluator to the systems built after it."""
+        config = cls.configured(config)
+        backend = shared.loaded_generator_backend
+        evaluator = generator = None
+        if backend is not None:
+            generator = build_generator(config.generator, backend)
+            if config.evaluator.name == "prompt" and can_share_backend(
+                config.evaluator.backend, config.generator.backend
+            ):
+                evaluator = build_evaluator(config.evaluator, backend=backend)
+        rag = cls(config, evaluator=evaluator, generator=generator)
+        shared.offer_generator_backend(getattr(rag.generator, "backend", None))
+        if config.evaluator.name == "learned":
+            shared.offer_learned_evaluator(rag.evaluator)
+        return rag
+
+    def set_seed(self, seed: int) -> None:
+        gen = getattr(self.generator, "generation", None)
+        if gen is not None:
+            self.generator.generation = replace(gen, seed=seed)
+        super().set_seed(seed)
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.config
+        out = {"evaluator": cfg.evaluator.name, "generator": cfg.generator.name}
+        if cfg.evaluator.name == "learned":
+            out["checkpoint"] = str(cfg.evaluator.checkpoint)
+        else:
+            out["evaluator_model"] = cfg.evaluator.backend.model
+        if cfg.generator.name == "llm":
+            out["generator_model"] = cfg.generator.backend.model
+        return out
+
     # ------------------------------------------------------------------------------------------------
     def retrieve(self, questions: Sequence[str]) -> tuple[list[list[Chunk]], float]:
         if self.retriever is None:
@@ -104,7 +166,7 @@ class EvidentialRAG:
         out = self.retriever.search_batch(list(questions), self.config.k)
         return out, time.perf_counter() - t0
 
-    def ask(
+    def ask(  # type: ignore[override]
         self,
         question: str,
         chunks: Sequence[Chunk] | None = None,
@@ -122,6 +184,16 @@ class EvidentialRAG:
         fusion: FusionConfig | None = None,
     ) -> list[dict[str, Any]]:
         """Answer a batch: one retrieval call, one batched evaluator call, one batched generator call."""
+        return [r.to_dict() for r in self.answer_records(questions, chunks, candidates, fusion)]
+
+    def answer_records(
+        self,
+        questions: Sequence[str],
+        chunks: Sequence[Sequence[Chunk] | None] | None = None,
+        candidates: Sequence[Sequence[str]] | None = None,
+        fusion: FusionConfig | None = None,
+    ) -> list[AnswerRecord]:
+        """:meth:`ask_batch` with typed records (:class:`~inference.answer.AnswerRecord`)."""
         questions = list(questions)
         for q in questions:
             if not isinstance(q, str) or not q.strip():
@@ -144,35 +216,71 @@ class EvidentialRAG:
         cal = self.calibration
         if cal is not None:
             results = [replace(r, evidence=cal.apply_to_evidence(r.evidence)) for r in results]
-        records = [answer_record(res, fusion, q) for res, q in zip(results, questions)]
+        records = [build_answer_record(res, fusion, q) for res, q in zip(results, questions)]
         if cal is not None:
             for rec in records:
-                rec["calibrated_confidence"] = rounded(cal.calibrated_confidence(rec["confidence"]))
-                rec["calibration"] = dict(self.calibration_info or {})
-        inputs = [generation_input_from_record(r, cs) for r, cs in zip(records, rows)]
+                rec.calibrated_confidence = rounded(cal.calibrated_confidence(rec.confidence))
+                rec.calibration = dict(self.calibration_info or {})
+        inputs = [generation_input_from_record(r.to_dict(), cs) for r, cs in zip(records, rows)]
         outputs = self.generator.generate_batch(inputs)
         info = dict(getattr(self.retriever, "info", {}) or {}) if self.retriever is not None else {}
         out = []
         for i, (rec, res, gen) in enumerate(zip(records, results, outputs)):
-            rec = attach_generation(rec, gen)
+            rec = AnswerRecord.from_dict(attach_generation(rec.to_dict(), gen))
             retrieved = i in need
-            rec["retrieval"] = {
-                "retrieved": retrieved,
-                "index": str(self.index) if retrieved and self.index is not None else None,
-                **(info if retrieved else {"retriever": None, "reranker": None, "reranked": False}),
-                "chunks": [
-                    {"id": c.id, "rank": c.rank, "score": c.score, "source": c.source} for c in rows[i]
-                ],
-            }
-            rec["timings"] = {"retrieve": rounded(per_query_retrieve if retrieved else 0.0), **rec["timings"]}
+            rec.retrieval = RetrievalInfo(
+                retrieved=retrieved,
+                index=str(self.index) if retrieved and self.index is not None else None,
+                details=dict(info) if retrieved else {"retriever": None, "reranker": None, "reranked": False},
+                chunks=[RetrievedChunk(c.id, c.rank, c.score, c.source) for c in rows[i]],
+            )
+            rec.timings = {"retrieve": rounded(per_query_retrieve if retrieved else 0.0), **rec.timings}
             gen_decisions = 1 if gen.batched_passes else 0
-            rec["logical_decisions"] = res.logical_decisions + gen_decisions
-            rec["batched_passes"] = res.batched_passes + gen.batched_passes
-            rec["evaluator_passes"] = res.batched_passes
-            rec["k"] = k
+            rec.logical_decisions = res.logical_decisions + gen_decisions
+            rec.batched_passes = res.batched_passes + gen.batched_passes
+            rec.evaluator_passes = res.batched_passes
+            rec.k = k
             out.append(rec)
         return out
 
     def with_fusion(self, **overrides: Any) -> FusionConfig:
         """The pipeline's fusion config with some fields replaced (validated)."""
         return replace(self.config.fusion, **overrides)
+
+
+class EvidentialLearned(EvidentialRAG):
+    """EvidentialRAG with the learned evaluator, whatever the config says."""
+
+    name = "evidential-learned"
+    evaluator_name = "learned"
+
+
+class EvidentialPrompt(EvidentialRAG):
+    """EvidentialRAG with the prompt evaluator, whatever the config says."""
+
+    name = "evidential-prompt"
+    evaluator_name = "prompt"
+
+
+class EvidentialNoFusion(EvidentialRAG):
+    """Ablation (Table 12): EvidentialRAG without conflict-preserving fusion — the chunks' evidence is
+    averaged into one opinion (``fusion.rule = "average"``), so conflict never reaches ``U``."""
+
+    name = "evidential-no-fusion"
+    fusion_overrides = {"rule": "average"}
+
+
+class EvidentialNoRouting(EvidentialRAG):
+    """Ablation (Table 12): EvidentialRAG without routing — always the direct answer
+    (``fusion.policy = "direct"``)."""
+
+    name = "evidential-no-routing"
+    fusion_overrides = {"policy": "direct"}
+
+
+class EvidentialDecomposed(EvidentialRAG):
+    """EvidentialRAG with the decomposed routing policy (conflict-dominated uncertainty explains the
+    conflict, ignorance-dominated uncertainty abstains) instead of the paper's Eq 15."""
+
+    name = "evidential-decomposed"
+    fusion_overrides = {"policy": "decomposed"}

@@ -11,24 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evidential.errors import ConfigError
 from inference.backends import load_backend
 from inference.backends.base import Backend, Prompt
 from inference.generation.prompt import quoted_chunks
 from inference.io import rounded
+from inference.rag.base import RAGSystem, SharedModels, check_llm_generator, given_or_retrieved
 from inference.types import Chunk
 
 if TYPE_CHECKING:
     from inference.config import RunConfig
 
-__all__ = [
-    "NAIVE_PROMPT_VERSION",
-    "NaiveRAG",
-    "build_baseline_retriever",
-    "check_llm_generator",
-    "given_or_retrieved",
-    "naive_prompt",
-]
+__all__ = ["NAIVE_PROMPT_VERSION", "NaiveRAG", "naive_prompt"]
 
 NAIVE_PROMPT_VERSION = "naive/1.0"
 NAIVE_SYSTEM = (
@@ -43,47 +36,7 @@ def naive_prompt(question: str, chunks: Sequence[Chunk], max_chunk_chars: int) -
     return [{"role": "system", "content": NAIVE_SYSTEM}, {"role": "user", "content": user}]
 
 
-def check_llm_generator(config: RunConfig, system: str) -> None:
-    """Every baseline generates with the LLM generator (there is no templated baseline)."""
-    if config.generator.name != "llm":
-        raise ConfigError(f"{system} needs an LLM generator (generator.name: llm)")
-
-
-def build_baseline_retriever(config: RunConfig, index: str | Path | None, retriever=None):
-    """The given retriever, else one over ``index`` (``None`` when neither: chunks come per question)."""
-    if retriever is None and index is not None:
-        from inference.retrieval import build_retriever
-
-        retriever = build_retriever(index, config)
-    return retriever
-
-
-def given_or_retrieved(
-    questions: Sequence[str], chunks: Sequence[Sequence[Chunk] | None] | None, k: int, retriever
-) -> tuple[list[list[Chunk]], list[int], float]:
-    """Each question's chunks: the given ones cut to ``k``, else top-``k`` retrieved in ONE batched call.
-
-    Returns ``(rows, retrieved, seconds)``: the chunk lists, the indices of the questions that were
-    retrieved for, and the retrieval time per retrieved question.
-    """
-    given = list(chunks) if chunks is not None else [None] * len(questions)
-    if len(given) != len(questions):
-        raise ConfigError(f"got {len(questions)} questions but {len(given)} chunk lists")
-    rows = [list(c)[:k] if c is not None else [] for c in given]
-    need = [i for i, c in enumerate(given) if c is None]
-    seconds = 0.0
-    if need:
-        if retriever is None:
-            raise ConfigError("no index loaded: pass an index folder or give chunks")
-        t0 = time.perf_counter()
-        got = retriever.search_batch([questions[i] for i in need], k)
-        seconds = (time.perf_counter() - t0) / len(need)
-        for i, cs in zip(need, got):
-            rows[i] = list(cs)[:k]
-    return rows, need, seconds
-
-
-class NaiveRAG:
+class NaiveRAG(RAGSystem):
     """Retrieve top-k (or take the given chunks) and generate in one batched call for all questions.
 
     Args:
@@ -104,10 +57,14 @@ class NaiveRAG:
         retriever=None,
     ):
         check_llm_generator(config, "Naive RAG")
-        self.config = config
+        super().__init__(config, index, retriever=retriever)
         self.backend = backend if backend is not None else load_backend(config.generator.backend)
-        self.retriever = build_baseline_retriever(config, index, retriever)
         self.passes = 0
+
+    @classmethod
+    def from_shared(cls, config: RunConfig, shared: SharedModels) -> NaiveRAG:
+        """Naive RAG on the evaluation's shared generator backend."""
+        return cls(config, backend=shared.generator_backend)
 
     def ask_batch(
         self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk] | None] | None = None

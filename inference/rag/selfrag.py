@@ -53,8 +53,8 @@ from inference.backends.base import Backend, Generation, GenerationConfig, Promp
 from inference.evaluators.parsing import extract_json_object
 from inference.generation.prompt import TRUNCATION_MARK, quoted_chunks
 from inference.io import rounded
+from inference.rag.base import RAGSystem, SharedModels, check_llm_generator
 from inference.rag.config import SelfRAGConfig
-from inference.rag.naive import build_baseline_retriever, check_llm_generator
 from inference.types import Chunk
 
 if TYPE_CHECKING:
@@ -433,7 +433,7 @@ class _Question:
     t_ret: float = 0.0
 
 
-class SelfRAG:
+class SelfRAG(RAGSystem):
     """Self-RAG baseline (Asai et al., 2024) on the shared generator; see the module docstring.
 
     ``prompted`` mode is a prompted-reflection reimplementation (not the released checkpoint); every record
@@ -463,12 +463,21 @@ class SelfRAG:
         check_llm_generator(config, "Self-RAG")
         if selfrag is not None and not isinstance(selfrag, SelfRAGConfig):
             raise ConfigError(f"selfrag must be a SelfRAGConfig or None; got {type(selfrag).__name__}")
-        self.config = config
+        super().__init__(config, index, retriever=retriever)
         self.selfrag = selfrag if selfrag is not None else SelfRAGConfig()
         self.backend = backend if backend is not None else load_backend(config.generator.backend)
-        self.retriever = build_baseline_retriever(config, index, retriever)
         self.passes = 0
         self._t_gen = 0.0
+
+    @classmethod
+    def from_shared(cls, config: RunConfig, shared: SharedModels) -> SelfRAG:
+        """Self-RAG (settings ``baselines.selfrag``) on the evaluation's shared generator backend: the
+        prompted-reflection reimplementation by default, or the released checkpoint's reflection tokens
+        (``baselines.selfrag.mode: checkpoint`` with ``generator.backend.model: selfrag/selfrag_llama2_7b``)."""
+        return cls(config, backend=shared.generator_backend, selfrag=config.baselines.selfrag)
+
+    def details(self) -> dict[str, Any]:
+        return {"mode": self.selfrag.mode}
 
     # -- decoding settings: the generator's, with a token budget (and a JSON schema where it can be enforced)
     def _segment_config(self) -> GenerationConfig:

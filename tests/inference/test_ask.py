@@ -127,3 +127,111 @@ def test_ask_defaults_to_the_shipped_learned_evaluator():
     texts = [c.text for c in load_chunks(EXAMPLE)]
     for c in rec["claims"]:  # extracted claims are spans of the chunks
         assert any(form in t for form in c["forms"] for t in texts)
+
+
+# the key order of the `ask --json` record (learned evaluator, template generator, given chunks) as written
+# before the record was typed: AnswerRecord.to_dict must keep it
+RECORD_KEY_ORDER = {
+    "": [
+        "question",
+        "response",
+        "cited_chunk_ids",
+        "route",
+        "answer",
+        "claims",
+        "uncertainty",
+        "ignorance",
+        "conflict",
+        "mean_pairwise_conflict",
+        "confidence",
+        "step_conflict",
+        "chunks",
+        "output_counts",
+        "timings",
+        "logical_decisions",
+        "batched_passes",
+        "evaluator",
+        "evaluator_meta",
+        "fusion",
+        "generation",
+        "retrieval",
+        "evaluator_passes",
+        "k",
+    ],
+    "claims[]": ["id", "text", "mass", "chunk_ids", "forms"],
+    "chunks[]": [
+        "chunk_id",
+        "rank",
+        "source",
+        "claim",
+        "answer",
+        "stance",
+        "rationale",
+        "evidence",
+        "valid",
+        "repaired",
+        "errors",
+    ],
+    "fusion": ["rule", "lam", "tau1", "tau2", "policy"],
+    "generation": [
+        "generator",
+        "route",
+        "fallback",
+        "fallback_reason",
+        "raw",
+        "prompt_version",
+        "finish_reason",
+        "batched_passes",
+    ],
+    "retrieval": ["retrieved", "index", "retriever", "reranker", "reranked", "chunks"],
+    "retrieval.chunks[]": ["id", "rank", "score", "source"],
+    "timings": ["retrieve", "extract", "evaluate", "align", "fuse_route", "generate"],
+}
+
+
+def _ask_json(tmp_path) -> tuple[str, dict]:
+    record = json.loads(SAMPLE_PATH.read_text(encoding="utf-8").splitlines()[0])
+    chunks = tmp_path / "chunks.jsonl"
+    chunks.write_text(
+        "".join(
+            json.dumps({"id": f"d{i}", "text": d["text"]}) + "\n" for i, d in enumerate(record["documents"])
+        ),
+        encoding="utf-8",
+    )
+    args = ["ask", record["question"], "--chunks", str(chunks), "--json", "--set", "generator.name=template"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    return r.stdout, json.loads(r.stdout)
+
+
+def test_answer_record_round_trips_and_keeps_the_key_order(tmp_path):
+    from inference.answer import AnswerRecord, ChunkDecision, ClaimRecord, GenerationInfo, RetrievalInfo
+
+    text, rec = _ask_json(tmp_path)
+    typed = AnswerRecord.from_dict(rec)
+    assert isinstance(typed.claims[0], ClaimRecord) and isinstance(typed.chunks[0], ChunkDecision)
+    assert isinstance(typed.generation, GenerationInfo) and isinstance(typed.retrieval, RetrievalInfo)
+    assert typed.claims[0].text == rec["answer"] and typed.route == rec["route"]
+    assert typed.retrieval.details == {"retriever": None, "reranker": None, "reranked": False}
+    assert typed.k == rec["k"] == 5 and len(typed.chunks) == len(typed.retrieval.chunks) == 2
+    assert typed.calibration is None and typed.calibrated_confidence is None
+    assert typed.to_dict() == rec
+    # byte for byte: the same JSON text as `ask --json` printed, and a second round trip changes nothing
+    assert json.dumps(typed.to_dict(), indent=2, ensure_ascii=False) == json.dumps(
+        rec, indent=2, ensure_ascii=False
+    )
+    assert AnswerRecord.from_dict(typed.to_dict()) == typed
+    got = {
+        "": list(rec),
+        "claims[]": list(rec["claims"][0]),
+        "chunks[]": list(rec["chunks"][0]),
+        "fusion": list(rec["fusion"]),
+        "generation": list(rec["generation"]),
+        "retrieval": list(rec["retrieval"]),
+        "retrieval.chunks[]": list(rec["retrieval"]["chunks"][0]),
+        "timings": list(rec["timings"]),
+    }
+    assert got == RECORD_KEY_ORDER
+    # a record without the pipeline's parts (answer_record alone) leaves them out of the JSON
+    bare = {k: v for k, v in rec.items() if k not in ("generation", "retrieval", "evaluator_passes", "k")}
+    assert AnswerRecord.from_dict(bare).to_dict() == bare

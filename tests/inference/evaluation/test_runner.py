@@ -19,7 +19,7 @@ from inference.evaluation.runner import (  # noqa: E402
     run_evaluation,
     select_chunks,
 )
-from inference.evaluation.systems import SharedModels, build_systems  # noqa: E402
+from inference.rag import SharedModels, build_systems  # noqa: E402
 
 SETTINGS = ["generator.generation.max_tokens=24"]
 
@@ -34,9 +34,11 @@ class Counting:
     def set_seed(self, seed):
         self.system.set_seed(seed)
 
-    def answer_batch(self, questions, chunks):
+    uses_extra_chunks = False
+
+    def ask_batch(self, questions, chunks):
         self.asked += list(questions)
-        return self.system.answer_batch(questions, chunks)
+        return self.system.ask_batch(questions, chunks)
 
     def describe(self):
         return self.system.describe()
@@ -230,7 +232,7 @@ def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
     shared.offer_generator_backend(smollm2)
     names = ["evidential-no-fusion", "corrective", "selfrag"]
     systems = build_systems(names, cfg, shared)
-    assert systems["corrective"].rag.scorer.evaluator is shared.learned_evaluator  # loaded once, shared
+    assert systems["corrective"].scorer.evaluator is shared.learned_evaluator  # loaded once, shared
     opts = EvaluateOptions(
         dataset="crag", out=tmp_path / "run", systems=names, seeds=[7], limit=2, batch_size=2
     )

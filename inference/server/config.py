@@ -1,0 +1,137 @@
+"""Settings of the HTTP server (:class:`ServerConfig`: network, access, limits) and the loopback check."""
+
+import ipaddress
+import string
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from evidential.errors import ConfigError
+
+__all__ = ["API_KEY_ENV", "ServerConfig", "is_loopback"]
+
+API_KEY_ENV = "EVIDENTIAL_RAG_API_KEY"
+_KEY_CHARS = set(string.ascii_letters + string.digits + string.punctuation)
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ServerConfig:
+    """Settings of ``evidential-rag serve`` (network, access, limits); the models come from the RunConfig."""
+
+    host: str = field(
+        default="127.0.0.1",
+        metadata={
+            "help": "Interface to bind. Loopback by default; any other host (e.g. 0.0.0.0) needs an API key or --allow-remote."
+        },
+    )
+    port: int = field(default=8000, metadata={"help": "TCP port (0 = any free port)."})
+    api_key: str | None = field(
+        default=None,
+        repr=False,
+        metadata={
+            "help": "Require 'Authorization: Bearer KEY' or 'X-API-Key: KEY' on every endpoint (>= 16 printable "
+            "characters, no spaces). Prefer the environment variable EVIDENTIAL_RAG_API_KEY to the flag, which "
+            "other users can see in the process list."
+        },
+    )
+    allow_remote: bool = field(
+        default=False,
+        metadata={
+            "help": "Allow a non-loopback host without an API key (only behind a trusted proxy or network)."
+        },
+    )
+    max_concurrency: int = field(
+        default=1,
+        metadata={
+            "help": "Requests running model work at once (worker threads sharing the loaded models; llama.cpp: 1)."
+        },
+    )
+    max_queue: int = field(
+        default=32,
+        metadata={
+            "help": "Admitted requests waiting for a model slot; beyond it requests get 503 with Retry-After."
+        },
+    )
+    max_body_bytes: int = field(
+        default=1_048_576, metadata={"help": "Largest request body in bytes (413 beyond)."}
+    )
+    max_chunks: int = field(default=50, metadata={"help": "Most chunks one request may pass (422 beyond)."})
+    max_question_chars: int = field(
+        default=2_000, metadata={"help": "Longest question in characters (422 beyond)."}
+    )
+    max_chunk_chars: int = field(
+        default=20_000, metadata={"help": "Longest chunk text in characters (422 beyond)."}
+    )
+    max_candidates: int = field(
+        default=50, metadata={"help": "Most candidate claims one request may pass (422 beyond)."}
+    )
+    lazy_evaluators: bool = field(
+        default=True,
+        metadata={
+            "help": "A request may name another evaluator: it is loaded once on first use and kept. "
+            "Off: only the configured evaluator (422 for the other)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str) or not self.host.strip():
+            raise ConfigError(f"server.host must be a host name or IP address; got {self.host!r}")
+        self.host = self.host.strip()
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ConfigError(f"server.port must be an integer in [0, 65535]; got {self.port!r}")
+        for name, low in (
+            ("max_concurrency", 1),
+            ("max_queue", 0),
+            ("max_body_bytes", 1024),
+            ("max_chunks", 1),
+            ("max_question_chars", 1),
+            ("max_chunk_chars", 1),
+            ("max_candidates", 0),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"server.{name} must be an integer >= {low}; got {value!r}")
+        if self.max_queue > 10_000:
+            raise ConfigError(
+                f"server.max_queue must be <= 10000 (each waiting request holds a thread); got {self.max_queue}"
+            )
+        for name in ("allow_remote", "lazy_evaluators"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"server.{name} must be true or false; got {getattr(self, name)!r}")
+        if self.api_key is not None:
+            if not isinstance(self.api_key, str) or len(self.api_key) < 16:
+                raise ConfigError(
+                    "server.api_key must be at least 16 characters (e.g. python -c "
+                    "'import secrets; print(secrets.token_urlsafe(32))')"
+                )
+            if not set(self.api_key) <= _KEY_CHARS:
+                raise ConfigError(
+                    "server.api_key must consist of printable ASCII characters without spaces (it travels in a header)"
+                )
+        if not is_loopback(self.host) and self.api_key is None and not self.allow_remote:
+            raise ConfigError(
+                f"server.host {self.host!r} is not a loopback address: anyone who can reach it could use the "
+                f"models. Set an API key (--api-key or ${API_KEY_ENV}), or pass --allow-remote when a trusted "
+                "proxy or network guards the server"
+            )
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        """Field name → help text."""
+        return {f.name: f.metadata["help"] for f in fields(cls)}
+
+    def public_dict(self) -> dict[str, Any]:
+        """The settings as plain data without the API key (``api_key_set`` says whether there is one)."""
+        out = asdict(self)
+        out.pop("api_key")
+        out["api_key_set"] = self.api_key is not None
+        return out

@@ -1,0 +1,109 @@
+"""ASGI middleware of the HTTP server: the API key check (401, before the body is read) and the body size
+limit (413)."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi.responses import JSONResponse
+
+__all__ = ["ApiKeyMiddleware", "BodyLimitMiddleware"]
+
+
+def _header(scope: dict, name: bytes) -> list[bytes]:
+    return [v for k, v in scope.get("headers", ()) if k.lower() == name]
+
+
+class ApiKeyMiddleware:
+    """401 unless ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` matches (before the body is read)."""
+
+    def __init__(self, app, api_key: str):
+        self.app = app
+        self._key = api_key.encode()
+
+    def _authorized(self, scope: dict) -> bool:
+        given = list(_header(scope, b"x-api-key"))
+        for value in _header(scope, b"authorization"):
+            scheme, _, token = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                given.append(token.strip())
+        ok = False
+        for g in given:
+            ok |= hmac.compare_digest(g, self._key)
+        return ok
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {"detail": "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="evidential-rag"'},
+        )
+        await response(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """413 when the body is over ``max_bytes``: by its ``Content-Length`` or by the bytes received.
+
+    The body is read (at most ``max_bytes``) before the app runs and replayed to it; a refused body is
+    drained (up to a cap) so that the client reads the 413 instead of a reset connection.
+    """
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.drain_cap = max(4 * max_bytes, 1 << 20)
+
+    async def _reject(self, scope, receive, send, more: bool, received: int) -> None:
+        while more and received <= self.drain_cap:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                return
+            received += len(msg.get("body", b""))
+            more = msg.get("more_body", False)
+        response = JSONResponse(
+            {"detail": f"request body too large: the limit is {self.max_bytes} bytes (max_body_bytes)"},
+            status_code=413,
+            headers={"Connection": "close"},
+        )
+        await response(scope, receive, send)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for value in _header(scope, b"content-length"):
+            try:
+                declared = int(value)
+            except ValueError:
+                await JSONResponse({"detail": "invalid Content-Length header"}, status_code=400)(
+                    scope, receive, send
+                )
+                return
+            if declared > self.max_bytes:
+                await self._reject(scope, receive, send, declared <= self.drain_cap, 0)
+                return
+        body = bytearray()
+        while True:
+            msg = await receive()
+            if msg["type"] != "http.request":  # client went away
+                return
+            body += msg.get("body", b"")
+            more = msg.get("more_body", False)
+            if len(body) > self.max_bytes:
+                await self._reject(scope, receive, send, more, len(body))
+                return
+            if not more:
+                break
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
