@@ -1,7 +1,8 @@
 """What every benchmark reader shares: validated records, question ids, answer frames and evaluation instances.
 
-* :func:`read_records` yields the JSON objects of a JSONL file with their line numbers, checking the
-  required fields and their types; every error is a :class:`~training.data.annotated.TrainingDataError`
+* :func:`read_records` yields the records of a JSONL file (or of a Parquet file, ``.parquet``: one record
+  per row, numbered from 1 like lines) with their line numbers, checking the required fields and their
+  types; every error is a :class:`~training.data.annotated.TrainingDataError`
   naming the file, the line and the field.
 * :func:`question_id` is the query key of a question (``<dataset>:<sha1[:12]>``): the ``query_id`` of the
   training rows and the ``split_key`` of the evaluation instances built from the same record.
@@ -35,6 +36,7 @@ __all__ = [
     "answer_frame",
     "dedup_answers",
     "fail",
+    "iter_rows",
     "make_passages",
     "passage_label",
     "question_id",
@@ -51,16 +53,35 @@ def fail(where: str | Path, msg: str) -> NoReturn:
     raise TrainingDataError(f"{where}: {msg}")
 
 
+def iter_rows(path: str | Path, what: str) -> Iterator[tuple[int, Any]]:
+    """``(line, value)`` of a JSONL file's non-empty lines, or ``(row, record)`` of a ``.parquet`` file's rows
+    (numbered from 1); a missing or unreadable file raises :class:`TrainingDataError` naming it."""
+    p = Path(path)
+    if p.suffix != ".parquet":
+        yield from iter_jsonl(p, what, TrainingDataError)
+        return
+    if not p.is_file():
+        raise TrainingDataError(f"{p}: no such {what} file; give the path of a {what} JSONL or Parquet file")
+    import pyarrow.parquet as pq  # heavy: only for Parquet input
+
+    try:
+        table = pq.read_table(p)
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
+        raise TrainingDataError(f"{p}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+    yield from enumerate(table.to_pylist(), 1)
+
+
 def read_records(
     path: str | Path, what: str, required: dict[str, type], limit: int | None = None
 ) -> Iterator[tuple[Path, int, dict]]:
-    """Yield ``(path, line, record)`` for the first ``limit`` records of a JSONL file of ``what`` records.
+    """Yield ``(path, line, record)`` for the first ``limit`` records of a JSONL (or Parquet) file of ``what``
+    records.
 
     Every record must be a JSON object holding each key of ``required`` with a value of its type.
     """
     p = Path(path)
     n_out = 0
-    for line, rec in iter_jsonl(p, what, TrainingDataError):
+    for line, rec in iter_rows(p, what):
         if not isinstance(rec, dict):
             fail(f"{p}:{line}", f"expected a JSON object, got {type(rec).__name__}")
         for key, kind in required.items():

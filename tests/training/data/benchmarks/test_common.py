@@ -88,3 +88,31 @@ def test_every_rule_names_an_expected_behaviour():
         "crag",
     }
     assert {kind for rules in BEHAVIOUR_RULES.values() for _, kind in rules} == set(EXPECTED_BEHAVIOURS)
+
+
+def test_parquet_rows_read_as_jsonl_lines(shared_data, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    from training.data.benchmarks import build_ramdocs, ramdocs_instances
+
+    src = shared_data / "ramdocs" / "RAMDocs_test.jsonl"
+    with src.open(encoding="utf-8") as fh:
+        rows = [json.loads(next(fh)) for _ in range(3)]
+    jsonl = tmp_path / "r.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    parquet = tmp_path / "r.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    assert build_ramdocs(parquet) == build_ramdocs(jsonl)
+    a, b = ramdocs_instances(parquet), ramdocs_instances(jsonl)
+    assert [{**x.to_dict(), "meta": None} for x in a] == [{**x.to_dict(), "meta": None} for x in b]
+    assert a[1].meta["line"] == 2 and a[1].meta["source"] == str(parquet)
+    rows[1]["question"] = None
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    with pytest.raises(
+        TrainingDataError, match=r"r\.parquet:2: field 'question' must be a str, got NoneType"
+    ):
+        build_ramdocs(parquet)
+    (tmp_path / "bad.parquet").write_text("not parquet", encoding="utf-8")
+    with pytest.raises(TrainingDataError, match=r"bad\.parquet: not a readable Parquet file"):
+        build_ramdocs(tmp_path / "bad.parquet")
