@@ -1,10 +1,13 @@
 """RAMDocs records (MADAM-RAG, MIT license) and evidence derived from their per-document labels.
 
-Each record lists its retrieved documents with a type (``correct`` / ``misinfo`` / ``noise``) and the answer
-the document states. :func:`label_evidence` turns those labels into the evidence an ideal *stance*
-evaluator would give: a ``correct`` or ``misinfo`` document gives ``strength`` evidence to the answer it
-states, a ``noise`` document gives none (ignorance). Answers are aligned by SQuAD-style normalization
-(case, punctuation, articles, whitespace), the conservative exact-match alignment of labelled values.
+The records are read by :mod:`training.data.benchmarks.ramdocs` (one parser, and the behaviour rule
+:func:`record_kind` that the demo and the evaluation share); this module adds the shipped sample and
+:func:`label_evidence`. Each record lists its retrieved documents with a type (``correct`` / ``misinfo`` /
+``noise``) and the answer the document states. :func:`label_evidence` turns those labels into the evidence an
+ideal *stance* evaluator would give: a ``correct`` or ``misinfo`` document gives ``strength`` evidence to the
+answer it states, a ``noise`` document gives none (ignorance). Answers are aligned by SQuAD-style
+normalization (case, punctuation, articles, whitespace), the conservative exact-match alignment of labelled
+values.
 
 A sample of 36 records ships with the package (``inference/data/ramdocs_sample.jsonl``, attribution and
 license in that folder); the full shared portion is ``../shared/data/ramdocs/RAMDocs_test.jsonl``.
@@ -20,10 +23,11 @@ import torch
 from inference.alignment import normalize_text
 from inference.types import DataError
 from training.data.annotated import TrainingDataError
-from training.data.benchmarks import DOC_TYPES, read_ramdocs
+from training.data.benchmarks.ramdocs import DOC_TYPES, KINDS, read_ramdocs, record_kind
 
 __all__ = [
     "DOC_TYPES",
+    "KINDS",
     "SAMPLE_PATH",
     "DataError",
     "LabelEvidence",
@@ -47,13 +51,6 @@ def load_ramdocs(path: str | Path | None = None, limit: int | None = None) -> li
     except TrainingDataError as exc:
         raise DataError(str(exc)) from None
     return [{k: v for k, v in r.items() if k != "_line"} for r in records]
-
-
-def record_kind(record: dict) -> str:
-    """``misinformation`` (a misinfo document), ``ambiguous`` (several gold answers) or ``agree``."""
-    if any(d["type"] == "misinfo" for d in record["documents"]):
-        return "misinformation"
-    return "ambiguous" if len(record["gold_answers"]) > 1 else "agree"
 
 
 @dataclass(frozen=True)

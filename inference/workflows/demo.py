@@ -22,7 +22,7 @@ import evidential
 from evidential import fuse, opinions_from_evidence, pad_evidence, route
 from inference.config import RunConfig, to_dict
 from inference.io import rounded, write_json, write_jsonl
-from inference.ramdocs import SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer, record_kind
+from inference.ramdocs import KINDS, SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer, record_kind
 
 __all__ = [
     "KINDS",
@@ -34,8 +34,6 @@ __all__ = [
     "summarize_pipeline",
     "written_by",
 ]
-
-KINDS = ("agree", "ambiguous", "misinformation")
 
 
 def run_demo(
@@ -121,8 +119,8 @@ def write_run(out: Path, cfg: RunConfig, data: str, mode: str) -> None:
 
 
 def summarize_by_kind(rows: list[dict], means: dict[str, str]) -> dict:
-    """Per record kind (and ``all``): ``n``, route counts and the mean of each ``means`` field
-    (output name → record key)."""
+    """Per record kind (:func:`inference.ramdocs.record_kind`, the rule the evaluation uses) and ``all``:
+    ``n``, route counts and the mean of each ``means`` field (output name → record key)."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         groups[r["kind"]].append(r)

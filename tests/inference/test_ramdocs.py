@@ -27,7 +27,7 @@ def _fused(le):
 
 def test_shared_file_loads_all_records(records):
     assert len(records) == 347
-    assert {record_kind(r) for r in records} == {"agree", "ambiguous", "misinformation"}
+    assert {record_kind(r) for r in records} == {"answerable", "ambiguous", "misinformation", "unanswerable"}
 
 
 def test_label_evidence_of_a_real_record(records):
@@ -42,7 +42,7 @@ def test_all_documents_agree_routes_direct(records):
     agree = [
         r
         for r in records
-        if record_kind(r) == "agree" and any(d["type"] == "correct" for d in r["documents"])
+        if record_kind(r) == "answerable" and any(d["type"] == "correct" for d in r["documents"])
     ]
     assert len(agree) >= 20
     for rec in agree:

@@ -36,17 +36,22 @@ from training.utils.io import iter_jsonl, write_jsonl
 
 __all__ = [
     "SPLITS",
+    "SPLIT_SEED",
+    "VALIDATION_FRACTION",
     "AnnotatedChunk",
     "QueryGroup",
     "TrainingDataError",
     "group_by_query",
     "load_annotated",
+    "question_bucket",
     "split_by_question",
     "validate_row",
     "write_annotated",
 ]
 
 SPLITS = ("train", "validation")
+VALIDATION_FRACTION = 0.2  # the default share of questions in validation (TrainConfig's default too)
+SPLIT_SEED = 0  # the default seed of the split by question (TrainConfig's default too)
 
 
 class TrainingDataError(EvidentialError):
@@ -202,13 +207,15 @@ def group_by_query(rows: Sequence[AnnotatedChunk]) -> list[QueryGroup]:
     return list(groups.values())
 
 
-def _bucket(key: str, seed: int) -> float:
+def question_bucket(key: str, seed: int) -> float:
+    """The deterministic position in ``[0, 1)`` of the query key ``key`` under ``seed`` (sha256 of both):
+    the split by question sends a key to validation when it falls below the validation fraction."""
     digest = hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def split_by_question(
-    rows: Sequence[AnnotatedChunk], validation_fraction: float = 0.2, seed: int = 0
+    rows: Sequence[AnnotatedChunk], validation_fraction: float = VALIDATION_FRACTION, seed: int = SPLIT_SEED
 ) -> tuple[list[AnnotatedChunk], list[AnnotatedChunk]]:
     """Deterministic train/validation split by question: no question lands on both sides.
 
@@ -229,7 +236,7 @@ def split_by_question(
     val: list[AnnotatedChunk] = []
     for r in rows:
         side = explicit.get(r.key) or (
-            "validation" if _bucket(r.key, seed) < validation_fraction else "train"
+            "validation" if question_bucket(r.key, seed) < validation_fraction else "train"
         )
         (val if side == "validation" else train).append(r)
     return train, val

@@ -100,9 +100,9 @@ def test_oracle_demo_writes_its_output_folder(tmp_path):
     r = runner.invoke(app, ["demo", "--oracle", "--output", str(out_dir), "--json"])
     summary = _json(r)
     by = summary["by_kind"]
-    assert by["all"]["n"] == 36 and by["agree"]["routes"]["direct"] == 12
-    assert by["misinformation"]["mean_U"] > by["agree"]["mean_U"]
-    assert by["misinformation"]["mean_conflict"] > by["agree"]["mean_conflict"]
+    assert by["all"]["n"] == 36 and by["answerable"]["routes"]["direct"] == 12
+    assert by["misinformation"]["mean_U"] > by["answerable"]["mean_U"]
+    assert by["misinformation"]["mean_conflict"] > by["answerable"]["mean_conflict"]
     assert sorted(p.name for p in out_dir.iterdir()) == ["records.jsonl", "run.json", "summary.json"]
     rows = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
     assert len(rows) == 36

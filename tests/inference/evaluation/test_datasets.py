@@ -1,4 +1,8 @@
-"""Evaluation dataset loaders on the real shared data: counts, behaviours, records, split, errors."""
+"""Evaluation datasets by name on the real shared data: counts, behaviours, records, split, paths, errors.
+
+The readers are in :mod:`training.data.benchmarks` (tests in tests/training/data/benchmarks); these tests go
+through :func:`load_eval_dataset`, the path resolution and the ``hf:`` input of the evaluation side.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +25,9 @@ from inference.evaluation.datasets import (
     split_of,
     write_instances,
 )
-from inference.types import Chunk, DataError
-from training.data.annotated import split_by_question
-from training.data.benchmarks import build_dataset
+from inference.types import DataError
+from training.data.annotated import TrainingDataError, split_by_question
+from training.data.benchmarks import Passage, build_dataset
 
 
 @pytest.fixture(scope="module")
@@ -297,14 +301,17 @@ def test_to_dict_from_dict_round_trip(ramdocs, conflictqa, tmp_path):
         d = json.loads(json.dumps(inst.to_dict()))
         back = EvalInstance.from_dict(d)
         assert back == inst and back.to_dict() == d
-        assert isinstance(back.passages[0], Chunk)
+        assert isinstance(back.passages[0], Passage)
     path = write_instances(tmp_path / "cache.jsonl", ramdocs[:5])
     assert read_instances(path) == ramdocs[:5]
+    path.write_text(json.dumps({**ramdocs[0].to_dict(), "split": "test"}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="split must be one of train, validation"):
+        read_instances(path)  # the reader of cached instances keeps the evaluation's error type
     bad = ramdocs[0].to_dict()
     del bad["split"]
-    with pytest.raises(DataError, match="missing field 'split'"):
+    with pytest.raises(TrainingDataError, match="missing field 'split'"):
         EvalInstance.from_dict(bad)
-    with pytest.raises(DataError, match="expected_behaviour must be one of"):
+    with pytest.raises(TrainingDataError, match="expected_behaviour must be one of"):
         EvalInstance.from_dict({**ramdocs[0].to_dict(), "expected_behaviour": "abstain"})
 
 
