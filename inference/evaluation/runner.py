@@ -36,14 +36,14 @@ import numpy as np
 from evidential.errors import ConfigError
 from inference.config import RunConfig
 from inference.evaluation.datasets import EvalInstance, chunk_passages, default_data_path, load_eval_dataset
+from inference.evaluation.report import write_report
+from inference.evaluation.rows import instance_scores, load_rows
 from inference.io import rounded, write_json, write_jsonl
 from inference.types import Chunk, DataError
 
 __all__ = [
     "EvaluateOptions",
     "PeakMemory",
-    "instance_scores",
-    "load_rows",
     "prepare_instances",
     "run_evaluation",
     "select_chunks",
@@ -250,29 +250,6 @@ def prepare_instances(
 
 
 # ------------------------------------------------------------------------------------------------ rows
-def load_rows(path: Path) -> list[dict]:
-    """Rows of a ``<system>.jsonl`` written by the runner; a torn last line (a crash mid-write) is dropped
-    and the file rewritten without it. Any other malformed line is an error naming the line."""
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    rows: list[dict] = []
-    good = 0
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-            good = n
-        except json.JSONDecodeError:
-            if n >= len(lines) - 1:  # the last line (the file ends with "\n" when complete)
-                break
-            raise DataError(f"{path}:{n}: not a JSON row; delete the file to recompute it") from None
-    if good < len([x for x in lines if x.strip()]):
-        write_jsonl(path, rows)
-    return rows
-
-
 def _append_rows(path: Path, rows: Iterable[dict]) -> None:
     with path.open("a", encoding="utf-8") as fh:
         for r in rows:
@@ -316,29 +293,6 @@ class PeakMemory:
         self.peak_rss_mib = max(self.peak_rss_mib, self._proc.memory_info().rss / 2**20)
         if torch.cuda.is_available():
             self.peak_cuda_mib = torch.cuda.max_memory_allocated() / 2**20
-
-
-def instance_scores(inst: EvalInstance, response: str, confidence: float | None) -> dict[str, Any]:
-    """The per-instance scores of one answer (output level, the same for every system)."""
-    from inference.evaluation import metrics as M
-
-    golds = list(inst.gold_answers)
-    refused = M.is_refusal(response)
-    known = [*golds, *inst.wrong_answers]
-    stated = [a for a in known if M.answer_contained(response, [a])]
-    out: dict[str, Any] = {
-        "em": M.exact_match(response, golds) if golds else None,
-        "f1": M.token_f1(response, golds) if golds else None,
-        "accuracy": M.answer_contained(response, golds) if golds else None,
-        "rouge_l": M.rouge_l(response, golds) if golds else None,
-        "refused": refused,
-        "should_refuse": inst.expected_behaviour == "unanswerable",
-        "confidence": confidence,
-        "stated_answers": stated,
-    }
-    if inst.dataset == "ramdocs":
-        out["strict_em"] = float(M.strict_exact_match(stated, golds, inst.wrong_answers))
-    return out
 
 
 def _confidence(record: dict) -> float | None:
@@ -541,8 +495,6 @@ def run_evaluation(
             bar.close()
     if not report:
         return {"rows": sum(len(v) for v in done.values())}
-    from inference.evaluation.report import write_report
-
     return write_report(opts.out, opts, run, judge_info=judge.describe() if judge is not None else None)
 
 

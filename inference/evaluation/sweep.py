@@ -6,7 +6,7 @@ claims with their supporting chunk ids. This module rebuilds the ``[N, k, M]`` e
 system's rows (padded, with chunk and claim masks), and for each setting of the grid re-runs opinions →
 fusion → routing in ONE batched call (:func:`evidential.fuse`, :func:`evidential.route`), renders the
 route's deterministic template answer (:func:`inference.generation.template_response`) and scores it with
-the run's own metrics (:func:`inference.evaluation.runner.instance_scores`, the ``label/1.0`` judge, the
+the run's own metrics (:func:`inference.evaluation.rows.instance_scores`, the ``label/1.0`` judge, the
 report's per-seed metrics). So sweeping λ, the rule, τ1/τ2 or the policy costs milliseconds per setting,
 and the generator is never asked again: the swept rows are *templated* answers, stated in every table.
 
@@ -46,8 +46,18 @@ from evidential import ROUTES, FusionConfig, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
 from inference.evaluation.datasets import EvalInstance
+from inference.evaluation.judges import JudgeInput, build_judge
+from inference.evaluation.report.stats import (
+    evaluator_validity,
+    mean_std_cell,
+    paired_pvalues,
+    rows_by_seed,
+    seed_metrics,
+)
+from inference.evaluation.report.tables import format_cell, markdown_table
+from inference.evaluation.rows import instance_scores, load_instances, load_rows
 from inference.generation.template import template_response
-from inference.io import rounded
+from inference.io import atomic_write_text, rounded, write_json
 from inference.types import Chunk, DataError
 
 __all__ = [
@@ -275,9 +285,6 @@ def refuse_rows(
 ) -> list[dict]:
     """Re-fuse and re-route ``rows`` under ``setting`` (one batched fusion call) and score the templated
     answers like the runner scores generated ones. Returns new rows (the originals are not modified)."""
-    from inference.evaluation.judges import JudgeInput
-    from inference.evaluation.runner import instance_scores
-
     fc = setting.fusion()
     ops = opinions_from_evidence(batch.evidence, batch.claim_mask, batch.chunk_mask)
     res = fuse(ops, lam=fc.lam, rule=fc.rule)
@@ -329,38 +336,32 @@ def refuse_rows(
 def _setting_metrics(
     rows: list[dict], reference_rows: list[dict] | None, reference: str | None
 ) -> dict[str, Any]:
-    from inference.evaluation.report import _by_seed, _ms, _pvalues, _seed_metrics
-
     per_seed = {}
-    for seed, rs in _by_seed(rows).items():
-        m = _seed_metrics(rs)
+    for seed, rs in rows_by_seed(rows).items():
+        m = seed_metrics(rs)
         m["route_accuracy"] = sum(
             float(r["record"].get("route") == BEHAVIOUR_ROUTE.get(r["expected_behaviour"])) for r in rs
         ) / len(rs)
         per_seed[seed] = m
     keys = [*TABLE_METRICS, *(f"route_{x}" for x in ROUTES), "n"]
-    out: dict[str, Any] = {"mean_std": {k: _ms([per_seed[s].get(k) for s in per_seed]) for k in keys}}
+    out: dict[str, Any] = {
+        "mean_std": {k: mean_std_cell([per_seed[s].get(k) for s in per_seed]) for k in keys}
+    }
     out["seeds"] = {str(s): {k: per_seed[s].get(k) for k in keys} for s in per_seed}
     if reference_rows is not None and reference is not None:
-        out["p_values"] = _pvalues({"_": rows, reference: reference_rows}, reference).get("_", {})
+        out["p_values"] = paired_pvalues({"_": rows, reference: reference_rows}, reference).get("_", {})
     return out
 
 
 def _load_run(run_dir: Path) -> tuple[dict, dict[str, dict], dict[str, list[dict]]]:
     """``run.json``, the ``instances.jsonl`` rows by id and each system's rows (the run's seeds)."""
-    from inference.evaluation.runner import load_rows
-
     run_path = run_dir / "run.json"
     if not run_path.is_file():
         raise DataError(
             f"{run_dir} is not an evaluation run (no run.json): pass the --out folder of `evidential-rag evaluate`"
         )
     run = json.loads(run_path.read_text(encoding="utf-8"))
-    instances = {}
-    for line in (run_dir / "instances.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            p = json.loads(line)
-            instances[p["instance"]["id"]] = p
+    instances = load_instances(run_dir / "instances.jsonl")
     seeds = set(run.get("seeds", []))
     per_system = {
         n: [r for r in load_rows(run_dir / f"{n}.jsonl") if r["seed"] in seeds and r["id"] in instances]
@@ -393,8 +394,6 @@ def run_sweep(
         loaded: ``(run.json, instances.jsonl rows by id, rows by system)`` already in memory (the report's),
             instead of reading them again from ``run_dir``.
     """
-    from inference.evaluation.judges import build_judge
-    from inference.evaluation.report import _validity
 
     run_dir = Path(run_dir)
     grid = grid or SweepGrid()
@@ -441,7 +440,7 @@ def run_sweep(
             entries.append(entry)
         generated = _setting_metrics(rows, ref_rows, reference)
         first = [r for r in rows if r["seed"] == min(r2["seed"] for r2 in rows)]
-        validity = _validity(first, raw) if first else None
+        validity = evaluator_validity(first, raw) if first else None
         results[name] = {"settings": entries, "generated": generated, "validity": validity}
     naive = _setting_metrics(per_system["naive"], ref_rows, reference) if "naive" in per_system else None
     out = {
@@ -463,9 +462,6 @@ def run_sweep(
         "naive": naive,
     }
     if write:
-        from inference.io import write_json
-        from training.utils.io import atomic_write_text
-
         target = Path(out_dir) if out_dir is not None else run_dir / "sweep"
         target.mkdir(parents=True, exist_ok=True)
         write_json(target / "sweep.json", out)
@@ -476,9 +472,7 @@ def run_sweep(
 
 # ------------------------------------------------------------------------------------------------ markdown
 def _cell(m: dict | None, key: str) -> str:
-    from inference.evaluation.report import _fmt
-
-    return _fmt((m or {}).get("mean_std", {}).get(key))
+    return format_cell((m or {}).get("mean_std", {}).get(key))
 
 
 def _pcell(m: dict | None, key: str = "accuracy") -> str:
@@ -492,8 +486,6 @@ def _rows_for(entries: Iterable[dict], table: str) -> list[dict]:
 
 def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
     """The sweep's Markdown: Tables 9, 10, 12, the routing-policy comparison and prompt vs learned."""
-    from inference.evaluation.report import _table
-
     ref = sweep.get("reference")
     has_strict = sweep.get("dataset") == "ramdocs"
     cols = [c for c in TABLE_METRICS if c != "strict_em" or has_strict]
@@ -544,11 +536,16 @@ def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
         out += [
             f"**Table 9 — λ sweep and combination rules** (τ1 {b['tau1']:g}, τ2 {b['tau2']:g})",
             "",
-            _table(head, t9),
+            markdown_table(head, t9),
             "",
         ]
         t10 = [line(e["setting"]["name"], e, "templated") for e in _rows_for(entries, "10")]
-        out += [f"**Table 10 — threshold grid** ({b['rule']}, λ {b['lam']:g})", "", _table(head, t10), ""]
+        out += [
+            f"**Table 10 — threshold grid** ({b['rule']}, λ {b['lam']:g})",
+            "",
+            markdown_table(head, t10),
+            "",
+        ]
         t12 = [
             line("full (run setting)", res["generated"], "generated"),
             line("full (run setting)", base, "templated"),
@@ -556,9 +553,9 @@ def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
         t12 += [line(e["setting"]["name"], e, "templated") for e in _rows_for(entries, "12")]
         if sweep.get("naive") is not None:
             t12.append(line("w/o evaluator (= Naive RAG)", sweep["naive"], "generated"))
-        out += ["**Table 12 — ablations**", "", _table(head, t12), ""]
+        out += ["**Table 12 — ablations**", "", markdown_table(head, t12), ""]
         tp = [line(e["setting"]["name"], e, "templated") for e in _rows_for(entries, "policy")]
-        out += ["**Routing policy — paper (Eq 15) vs decomposed**", "", _table(head, tp), ""]
+        out += ["**Routing policy — paper (Eq 15) vs decomposed**", "", markdown_table(head, tp), ""]
     if sweep["systems"]:
         head = [
             "system",
@@ -592,5 +589,5 @@ def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
                     num(v.get("evaluator_latency_s")),
                 ]
             )
-        out += [f"{h2} Prompt vs learned evaluator", "", _table(head, rows), ""]
+        out += [f"{h2} Prompt vs learned evaluator", "", markdown_table(head, rows), ""]
     return "\n".join(out)

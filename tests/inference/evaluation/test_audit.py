@@ -33,7 +33,7 @@ from inference.evaluation.datasets import load_eval_dataset  # noqa: E402
 from inference.evaluation.judges import JUDGE_LABELS, JudgeInput, build_judge  # noqa: E402
 from inference.evaluation.metrics import cohens_kappa  # noqa: E402
 from inference.evaluation.report import aggregate  # noqa: E402
-from inference.evaluation.runner import instance_scores  # noqa: E402
+from inference.evaluation.rows import instance_scores  # noqa: E402
 from inference.io import write_json, write_jsonl  # noqa: E402
 
 SEEDS = [42, 123]

@@ -187,7 +187,7 @@ def test_sweep_matches_fusing_each_record_directly(learned_run):
     """Every swept route equals evidential.fuse + route on that one record's evidence (λ 0.2, τ 0.3/0.6)."""
     from inference.evaluation.datasets import EvalInstance
     from inference.evaluation.judges import build_judge
-    from inference.evaluation.runner import load_rows
+    from inference.evaluation.rows import load_rows
     from inference.evaluation.sweep import SweepSetting, refuse_rows
     from inference.types import Chunk
 
