@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ from inference.retrieval.corpus import CorpusSource, dumps_chunk, iter_documents
 from inference.retrieval.models import Embedder
 from inference.retrieval.text import chunk_text
 from inference.types import Chunk, DataError
+from training.utils.run_metadata import package_versions
 
 __all__ = ["INDEX_FORMAT", "IndexHandle", "build_index", "load_index", "work_dir"]
 
@@ -67,29 +67,6 @@ def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-
-
-def _versions() -> dict[str, str]:
-    import bm25s
-    import faiss
-    import torch
-
-    import evidential
-
-    out = {
-        "evidential-rag": evidential.__version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "faiss": faiss.__version__,
-        "bm25s": getattr(bm25s, "__version__", "unknown"),
-    }
-    for name in ("sentence_transformers", "transformers"):
-        try:
-            out[name.replace("_", "-")] = __import__(name).__version__
-        except ImportError:  # pragma: no cover - both are dependencies
-            pass
-    return out
 
 
 def _is_index(path: Path) -> bool:
@@ -345,7 +322,16 @@ def build_index(
         "chunks_embedded": embedded,
         "chunks_per_s": round(embedded / embed_s, 2) if embedded and embed_s > 0 else None,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "versions": _versions(),
+        "versions": package_versions(
+            "evidential-rag",
+            "python",
+            "numpy",
+            "torch",
+            "faiss",
+            "bm25s",
+            "sentence-transformers",
+            "transformers",
+        ),
         "config": to_dict(cfg),
     }
     write_json(work / META_FILE, meta)

@@ -36,7 +36,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -51,6 +50,7 @@ from tqdm.auto import tqdm
 
 from evidential.errors import ConfigError, EvidentialError
 from inference.alignment import ClaimAligner
+from inference.evaluation.metrics import spearman
 from inference.evaluators.config import EvaluatorConfig
 from inference.types import Chunk
 from training.data.annotated import (
@@ -63,6 +63,7 @@ from training.data.annotated import (
 from training.trainer.config import DataSourceConfig, TrainConfig
 from training.utils.configio import apply_overrides, build_dataclass, read_yaml_mapping
 from training.utils.io import atomic_write_text, write_json
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "CACHE_FORMAT",
@@ -525,36 +526,6 @@ def distilled_rows(
 
 
 # ---- stage 4: the report --------------------------------------------------------------------------------
-def _ranks(xs: Sequence[float]) -> list[float]:
-    order = sorted(range(len(xs)), key=xs.__getitem__)
-    ranks = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for t in range(i, j + 1):
-            ranks[order[t]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (average ranks for ties); ``None`` when either side is constant."""
-    if len(x) != len(y):
-        raise ValueError(f"spearman: {len(x)} vs {len(y)} values")
-    if len(x) < 2:
-        return None
-    rx, ry = _ranks(x), _ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx = sum((a - mx) ** 2 for a in rx)
-    syy = sum((b - my) ** 2 for b in ry)
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / math.sqrt(sxx * syy)
-
-
 def _decision(row: Sequence[float], threshold: float) -> int | None:
     if not row:
         return None
@@ -686,21 +657,6 @@ def _student_evidence(model, items: Sequence[ReportItem], batch_queries: int) ->
             )
             out.extend(m.detach().to("cpu", torch.float64).tolist() for m in mats)
     return out
-
-
-def _versions() -> dict[str, str]:
-    import peft
-    import transformers
-
-    import evidential
-
-    return {
-        "evidential-rag": evidential.__version__,
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "peft": peft.__version__,
-    }
 
 
 def run_distillation(
@@ -843,7 +799,7 @@ def run_distillation(
         "command": command,
         "seed": train_cfg.seed,
         "config": config.to_dict(),
-        "versions": _versions(),
+        "versions": package_versions("evidential-rag", "python", "torch", "transformers", "peft"),
         "seconds": round(time.perf_counter() - t_start, 1),
     }
     write_json(out / "distill_report.json", report)

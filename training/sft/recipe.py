@@ -39,6 +39,7 @@ from training.trainer.config import DataSourceConfig
 from training.utils.configio import apply_overrides, build_dataclass, read_yaml_mapping
 from training.utils.gguf_cache import dequantized_gguf
 from training.utils.io import rounded, write_json
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "ADAPTER_DIR",
@@ -585,19 +586,6 @@ def build_sft_trainer(
     return _Prepared(trainer, kept, data, str(dtype).replace("torch.", ""))
 
 
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-    import platform
-
-    out = {"python": platform.python_version()}
-    for dist in ("torch", "transformers", "trl", "peft", "accelerate", "datasets"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
-
-
 def train_prompt_evaluator(
     config: SFTRecipeConfig,
     output: str | Path,
@@ -665,7 +653,9 @@ def train_prompt_evaluator(
             "config": config.to_dict(),
             "seed": config.seed,
             "command": command,
-            "versions": _versions(),
+            "versions": package_versions(
+                "python", "torch", "transformers", "trl", "peft", "accelerate", "datasets"
+            ),
         }
         if trainer.is_world_process_zero():
             with atomic_dir(output / ADAPTER_DIR) as tmp:
