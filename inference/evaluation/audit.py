@@ -48,7 +48,6 @@ import csv
 import hashlib
 import io
 import json
-import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -58,7 +57,7 @@ import numpy as np
 
 from evidential.errors import EvidentialError
 from inference.evaluation.judges import JUDGE_LABELS
-from inference.evaluation.metrics import CONFLICT_BEHAVIOURS, cohens_kappa
+from inference.evaluation.metrics import CONFLICT_BEHAVIOURS, cohens_kappa, format_number
 from inference.io import atomic_write_text, rounded, write_json, write_jsonl
 
 __all__ = [
@@ -271,6 +270,49 @@ def export_audit(
         raise AuditError(f"annotators must be >= 2 (agreement needs two sheets); got {annotators}")
     if n < 1:
         raise AuditError(f"--n must be >= 1; got {n}")
+    run_path, run, chosen, first_seed = _read_run(run_dir, systems)
+    inst_path = run_dir / "instances.jsonl"
+    if not inst_path.is_file():
+        raise AuditError(f"{inst_path} not found: the run folder is incomplete")
+    instances = {p["instance"]["id"]: p for p in _read_jsonl(inst_path)}
+    _refuse_filled_sheets(out_dir)
+    population = _population(run_dir, chosen, first_seed, instances)
+    by_stratum: dict[str, list[dict]] = defaultdict(list)
+    for r in population:
+        by_stratum[stratum_of(r)].append(r)
+    counts = allocate({k: len(v) for k, v in by_stratum.items()}, n)
+    items = _draw_items(by_stratum, counts, instances, seed)
+    manifest = {
+        "version": AUDIT_VERSION,
+        "source_run_dir": str(run_dir.resolve()),
+        "run_json_sha256": _sha256(run_path),
+        "metrics_json_sha256": _sha256(run_dir / "metrics.json"),
+        "dataset": (run.get("settings") or {}).get("dataset"),
+        "systems": chosen,
+        "first_seed": first_seed,
+        "n": len(items),
+        "n_requested": n,
+        "seed": seed,
+        "allocation": "proportional with at least one per non-empty stratum (inference.evaluation.audit.allocate)",
+        "annotators": annotators,
+        "sheets": [f"annotator_{k}.csv" for k in range(1, annotators + 1)],
+        "dimensions": list(DIMENSIONS),
+        "strata": _strata_table(by_stratum, counts),
+        "item_ids": [it["item_id"] for it in items],
+        "headline_judge_only": _headline_snapshot(run_dir / "metrics.json", chosen),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out_dir / "audit_items.jsonl", items)
+    sheet = _csv_text([*SHEET_COLUMNS, *DIMENSIONS], [_sheet_row(it) for it in items])
+    for name in manifest["sheets"]:
+        atomic_write_text(out_dir / name, sheet)
+    atomic_write_text(out_dir / "GUIDELINES.md", _guidelines_md(annotators))
+    write_json(out_dir / "audit_manifest.json", manifest)  # last: its presence marks a complete export
+    return manifest
+
+
+def _read_run(run_dir: Path, systems: Sequence[str] | None) -> tuple[Path, dict, list[str], Any]:
+    """``(run.json path, its content, the systems to audit, the first seed)``, checked."""
     run_path = run_dir / "run.json"
     if not run_path.is_file():
         raise AuditError(f"{run_dir} is not an evaluate output folder (no run.json); give --from RUN_DIR")
@@ -279,7 +321,6 @@ def export_audit(
     seeds = list(run.get("seeds") or [])
     if not seeds:
         raise AuditError(f"{run_path} lists no seeds")
-    first_seed = seeds[0]
     chosen = list(systems) if systems else run_systems
     unknown = [s for s in chosen if s not in run_systems]
     if unknown:
@@ -288,26 +329,32 @@ def export_audit(
         )
     if len(set(chosen)) != len(chosen):
         raise AuditError(f"--systems lists a system twice: {chosen}")
-    inst_path = run_dir / "instances.jsonl"
-    if not inst_path.is_file():
-        raise AuditError(f"{inst_path} not found: the run folder is incomplete")
-    instances = {p["instance"]["id"]: p for p in _read_jsonl(inst_path)}
+    return run_path, run, chosen, seeds[0]
 
-    if out_dir.exists():
-        filled = [
-            p.name
-            for p in sorted(out_dir.glob("*.csv"))
-            if (p.name.startswith("annotator_") or p.name == ADJUDICATION_SHEET) and _sheet_has_values(p)
-        ]
-        if filled or (out_dir / "audit_report.json").is_file():
-            what = ", ".join(filled) if filled else "audit_report.json"
-            raise AuditError(
-                f"{out_dir} already holds filled annotations ({what}); refusing to overwrite them — "
-                "choose a new --out folder (or move the filled sheets away)"
-            )
 
+def _refuse_filled_sheets(out_dir: Path) -> None:
+    """Raise when ``out_dir`` already holds annotations (a filled sheet or an audit report)."""
+    if not out_dir.exists():
+        return
+    filled = [
+        p.name
+        for p in sorted(out_dir.glob("*.csv"))
+        if (p.name.startswith("annotator_") or p.name == ADJUDICATION_SHEET) and _sheet_has_values(p)
+    ]
+    if filled or (out_dir / "audit_report.json").is_file():
+        what = ", ".join(filled) if filled else "audit_report.json"
+        raise AuditError(
+            f"{out_dir} already holds filled annotations ({what}); refusing to overwrite them — "
+            "choose a new --out folder (or move the filled sheets away)"
+        )
+
+
+def _population(
+    run_dir: Path, systems: Sequence[str], first_seed: Any, instances: Mapping[str, Any]
+) -> list[dict]:
+    """The answer rows to sample from: first seed only, not reused from another seed, with an instance."""
     population: list[dict] = []
-    for name in chosen:
+    for name in systems:
         path = run_dir / f"{name}.jsonl"
         if not path.is_file():
             raise AuditError(f"{path} not found: system {name!r} has no rows in {run_dir}")
@@ -318,12 +365,14 @@ def export_audit(
                 continue
             population.append(r)
     if not population:
-        raise AuditError(f"no rows of seed {first_seed} for {', '.join(chosen)} in {run_dir}")
+        raise AuditError(f"no rows of seed {first_seed} for {', '.join(systems)} in {run_dir}")
+    return population
 
-    by_stratum: dict[str, list[dict]] = defaultdict(list)
-    for r in population:
-        by_stratum[stratum_of(r)].append(r)
-    counts = allocate({k: len(v) for k, v in by_stratum.items()}, n)
+
+def _draw_items(
+    by_stratum: Mapping[str, list[dict]], counts: Mapping[str, int], instances: Mapping[str, Any], seed: int
+) -> list[dict]:
+    """The seeded sample (``counts[key]`` rows of each stratum) in a seeded random order, as audit items."""
     rng = np.random.default_rng(seed)
     picked: list[tuple[str, dict]] = []
     for key in sorted(by_stratum):
@@ -332,31 +381,32 @@ def export_audit(
         picked += [(key, rows[i]) for i in idx]
     order = rng.permutation(len(picked)).tolist()
     width = max(3, len(str(len(picked))))
-    items = []
-    for pos, i in enumerate(order, start=1):
-        key, r = picked[i]
-        rec = r.get("record") or {}
-        items.append(
-            {
-                "item_id": f"A{pos:0{width}d}",
-                "system": r["system"],
-                "dataset": r["dataset"],
-                "id": r["id"],
-                "seed": r["seed"],
-                "question": r["question"],
-                "passages": [c.get("text", "") for c in instances[r["id"]]["chunks"]],
-                "response": rec.get("response") or "",
-                "gold_answers": list(r.get("gold_answers") or []),
-                "wrong_answers": list(r.get("wrong_answers") or []),
-                "expected_behaviour": r["expected_behaviour"],
-                "route": rec.get("route"),
-                "refused": bool((r.get("scores") or {}).get("refused")),
-                "stratum": key,
-                "judge": (r.get("judge") or {}).get("judge"),
-                "judge_labels": {d: ((r.get("judge") or {}).get("labels") or {}).get(d) for d in DIMENSIONS},
-            }
-        )
+    return [_audit_item(f"A{pos:0{width}d}", *picked[i], instances) for pos, i in enumerate(order, start=1)]
 
+
+def _audit_item(item_id: str, key: str, r: Mapping[str, Any], instances: Mapping[str, Any]) -> dict:
+    rec = r.get("record") or {}
+    return {
+        "item_id": item_id,
+        "system": r["system"],
+        "dataset": r["dataset"],
+        "id": r["id"],
+        "seed": r["seed"],
+        "question": r["question"],
+        "passages": [c.get("text", "") for c in instances[r["id"]]["chunks"]],
+        "response": rec.get("response") or "",
+        "gold_answers": list(r.get("gold_answers") or []),
+        "wrong_answers": list(r.get("wrong_answers") or []),
+        "expected_behaviour": r["expected_behaviour"],
+        "route": rec.get("route"),
+        "refused": bool((r.get("scores") or {}).get("refused")),
+        "stratum": key,
+        "judge": (r.get("judge") or {}).get("judge"),
+        "judge_labels": {d: ((r.get("judge") or {}).get("labels") or {}).get(d) for d in DIMENSIONS},
+    }
+
+
+def _strata_table(by_stratum: Mapping[str, list[dict]], counts: Mapping[str, int]) -> list[dict]:
     strata = []
     for key in sorted(by_stratum):
         system, dataset, route, correctness = key.split("|")
@@ -373,46 +423,21 @@ def export_audit(
                 "weight": rounded(pop / smp) if smp else None,
             }
         )
-    manifest = {
-        "version": AUDIT_VERSION,
-        "source_run_dir": str(run_dir.resolve()),
-        "run_json_sha256": _sha256(run_path),
-        "metrics_json_sha256": _sha256(run_dir / "metrics.json"),
-        "dataset": (run.get("settings") or {}).get("dataset"),
-        "systems": chosen,
-        "first_seed": first_seed,
-        "n": len(items),
-        "n_requested": n,
-        "seed": seed,
-        "allocation": "proportional with at least one per non-empty stratum (inference.evaluation.audit.allocate)",
-        "annotators": annotators,
-        "sheets": [f"annotator_{k}.csv" for k in range(1, annotators + 1)],
-        "dimensions": list(DIMENSIONS),
-        "strata": strata,
-        "item_ids": [it["item_id"] for it in items],
-        "headline_judge_only": _headline_snapshot(run_dir / "metrics.json", chosen),
-    }
-    header = [*SHEET_COLUMNS, *DIMENSIONS]
-    sheet_rows = [
-        [
-            it["item_id"],
-            it["question"],
-            "\n\n".join(f"[{k}] {t}" for k, t in enumerate(it["passages"], start=1)),
-            it["response"],
-            " | ".join(it["gold_answers"]),
-            " | ".join(it["wrong_answers"]),
-            it["expected_behaviour"],
-            *([""] * len(DIMENSIONS)),
-        ]
-        for it in items
+    return strata
+
+
+def _sheet_row(it: Mapping[str, Any]) -> list[Any]:
+    """One blind annotation-sheet row: the item without system, route or judge labels, blank dimensions."""
+    return [
+        it["item_id"],
+        it["question"],
+        "\n\n".join(f"[{k}] {t}" for k, t in enumerate(it["passages"], start=1)),
+        it["response"],
+        " | ".join(it["gold_answers"]),
+        " | ".join(it["wrong_answers"]),
+        it["expected_behaviour"],
+        *([""] * len(DIMENSIONS)),
     ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / "audit_items.jsonl", items)
-    for sheet in manifest["sheets"]:
-        atomic_write_text(out_dir / sheet, _csv_text(header, sheet_rows))
-    atomic_write_text(out_dir / "GUIDELINES.md", _guidelines_md(annotators))
-    write_json(out_dir / "audit_manifest.json", manifest)  # last: its presence marks a complete export
-    return manifest
 
 
 # ------------------------------------------------------------------------------------------------ import
@@ -703,12 +728,6 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
 
 
 # ------------------------------------------------------------------------------------------------ markdown
-def _num(x: float | None, digits: int = 3, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
 def render_audit_markdown(report: Mapping[str, Any]) -> str:
     """``audit.md``: Table 6 — inter-annotator κ, judge–human agreement, calibration offsets and the
     judge-only vs human-calibrated headline metrics per system."""
@@ -732,8 +751,8 @@ def render_audit_markdown(report: Mapping[str, Any]) -> str:
     for d in dims:
         k, c, jh = report["kappa"][d], report["consensus"][d], report["judge_human"][d]
         lines.append(
-            f"| {d} | {k['n']} | {_num(k['kappa'])} | {_num(k['agreement'])} | "
-            f"{c['disagreements']} ({c['adjudicated']}) | {jh['n']} | {_num(jh['accuracy'])} | {_num(jh['kappa'])} |"
+            f"| {d} | {k['n']} | {format_number(k['kappa'])} | {format_number(k['agreement'])} | "
+            f"{c['disagreements']} ({c['adjudicated']}) | {jh['n']} | {format_number(jh['accuracy'])} | {format_number(jh['kappa'])} |"
         )
     lines += [
         "",
@@ -744,7 +763,8 @@ def render_audit_markdown(report: Mapping[str, Any]) -> str:
     ]
     for system, offs in report["offsets"].items():
         cells = [
-            f"{_num(offs[k]['offset'], signed=True)} (n={offs[k]['n']})" for k in [*dims, *HEADLINE_METRICS]
+            f"{format_number(offs[k]['offset'], signed=True)} (n={offs[k]['n']})"
+            for k in [*dims, *HEADLINE_METRICS]
         ]
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     lines += [
@@ -757,8 +777,8 @@ def render_audit_markdown(report: Mapping[str, Any]) -> str:
     for system, hs in report["headline"].items():
         for m, v in hs.items():
             lines.append(
-                f"| {system} | {m} | {_num(v['judge_only'])} | {_num(v['offset'], signed=True)} | "
-                f"{_num(v['calibrated'])} |"
+                f"| {system} | {m} | {format_number(v['judge_only'])} | {format_number(v['offset'], signed=True)} | "
+                f"{format_number(v['calibrated'])} |"
             )
     lines.append("")
     return "\n".join(lines)
