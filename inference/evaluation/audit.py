@@ -49,7 +49,7 @@ import hashlib
 import io
 import json
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -558,16 +558,7 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
         AuditError: A missing manifest or sheet, or a sheet that does not parse (see :func:`read_sheet`).
     """
     audit_dir = Path(audit_dir)
-    man_path = audit_dir / "audit_manifest.json"
-    if not man_path.is_file():
-        raise AuditError(f"{audit_dir} is not an audit folder (no audit_manifest.json); run `audit export`")
-    manifest = json.loads(man_path.read_text(encoding="utf-8"))
-    if manifest.get("version") != AUDIT_VERSION:
-        raise AuditError(f"{man_path}: version {manifest.get('version')!r}, expected {AUDIT_VERSION!r}")
-    items = {it["item_id"]: it for it in _read_jsonl(audit_dir / "audit_items.jsonl")}
-    ids = list(manifest["item_ids"])
-    if set(ids) != set(items):
-        raise AuditError(f"{audit_dir}: audit_items.jsonl and audit_manifest.json list different items")
+    manifest, items, ids = _read_manifest(audit_dir)
     dims = list(manifest.get("dimensions") or DIMENSIONS)
     paths = [Path(p) for p in sheets] if sheets else [audit_dir / s for s in manifest["sheets"]]
     if len(paths) < 2:
@@ -578,31 +569,90 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
         read_sheet(adj_path, ids, require_all=False, blank_is_na=False) if adj_path.is_file() else {}
     )
     weight = {s["key"]: float(s["population"]) / s["sample"] for s in manifest["strata"] if s["sample"]}
+    consensus, counts = _consensus(filled, adjudicated, ids, dims)
+    snapshot = manifest.get("headline_judge_only") or {}
+    offsets: dict[str, dict[str, Any]] = {}
+    headline: dict[str, dict[str, Any]] = {}
+    for system in manifest["systems"]:
+        mine = [i for i in ids if items[i]["system"] == system]
+        offsets[system] = _system_offsets(mine, items, consensus, dims, weight)
+        headline[system] = _calibrated_headline(offsets[system], snapshot.get(system) or {})
+    report = {
+        "version": AUDIT_VERSION,
+        "audit_dir": str(audit_dir.resolve()),
+        "source_run_dir": manifest["source_run_dir"],
+        "run_json_sha256": manifest["run_json_sha256"],
+        "n": len(ids),
+        "sheets": [str(p) for p in paths],
+        "adjudicated": ADJUDICATION_SHEET if adjudicated else None,
+        "dimensions": dims,
+        "kappa": {d: _annotator_agreement(filled, paths, ids, d) for d in dims},
+        "consensus": counts,
+        "judge_human": {d: _judge_human(items, consensus, ids, d) for d in dims},
+        "offsets": offsets,
+        "headline": headline,
+        "warnings": _import_warnings(manifest, snapshot),
+        "items": [
+            {
+                "item_id": i,
+                "system": items[i]["system"],
+                "id": items[i]["id"],
+                "stratum": items[i]["stratum"],
+                "judge": items[i]["judge_labels"],
+                "human": {d: consensus[i].get(d) for d in dims},
+                "resolved": {d: d in consensus[i] for d in dims},
+            }
+            for i in ids
+        ],
+    }
+    write_json(audit_dir / "audit_report.json", report)
+    atomic_write_text(audit_dir / "audit.md", render_audit_markdown(report))
+    return report
 
-    # inter-annotator agreement
-    kappa: dict[str, Any] = {}
-    for d in dims:
-        pairs = []
-        for a in range(len(filled)):
-            for b in range(a + 1, len(filled)):
-                xa, xb = [filled[a][i][d] for i in ids], [filled[b][i][d] for i in ids]
-                pairs.append(
-                    {
-                        "sheets": [paths[a].name, paths[b].name],
-                        "kappa": _r(cohens_kappa(xa, xb)),
-                        "agreement": _r(sum(x == y for x, y in zip(xa, xb)) / len(ids)),
-                    }
-                )
-        ks = [p["kappa"] for p in pairs if p["kappa"] is not None]
-        kappa[d] = {
-            "n": len(ids),
-            "kappa": _r(float(np.mean(ks))) if ks else None,
-            "agreement": _r(float(np.mean([p["agreement"] for p in pairs]))),
-            "pairs": pairs,
-        }
 
-    # human consensus
-    consensus: dict[str, dict[str, bool | None]] = {i: {} for i in ids}  # absent key = no consensus
+def _read_manifest(audit_dir: Path) -> tuple[dict, dict[str, dict], list[str]]:
+    """``(manifest, items by id, item ids in sheet order)`` of an audit folder, checked."""
+    man_path = audit_dir / "audit_manifest.json"
+    if not man_path.is_file():
+        raise AuditError(f"{audit_dir} is not an audit folder (no audit_manifest.json); run `audit export`")
+    manifest = json.loads(man_path.read_text(encoding="utf-8"))
+    if manifest.get("version") != AUDIT_VERSION:
+        raise AuditError(f"{man_path}: version {manifest.get('version')!r}, expected {AUDIT_VERSION!r}")
+    items = {it["item_id"]: it for it in _read_jsonl(audit_dir / "audit_items.jsonl")}
+    ids = list(manifest["item_ids"])
+    if set(ids) != set(items):
+        raise AuditError(f"{audit_dir}: audit_items.jsonl and audit_manifest.json list different items")
+    return manifest, items, ids
+
+
+def _annotator_agreement(filled: list[dict], paths: list[Path], ids: list[str], d: str) -> dict[str, Any]:
+    """Inter-annotator κ and raw agreement on dimension ``d``: per sheet pair and their mean."""
+    pairs = []
+    for a in range(len(filled)):
+        for b in range(a + 1, len(filled)):
+            xa, xb = [filled[a][i][d] for i in ids], [filled[b][i][d] for i in ids]
+            pairs.append(
+                {
+                    "sheets": [paths[a].name, paths[b].name],
+                    "kappa": _r(cohens_kappa(xa, xb)),
+                    "agreement": _r(sum(x == y for x, y in zip(xa, xb)) / len(ids)),
+                }
+            )
+    ks = [p["kappa"] for p in pairs if p["kappa"] is not None]
+    return {
+        "n": len(ids),
+        "kappa": _r(float(np.mean(ks))) if ks else None,
+        "agreement": _r(float(np.mean([p["agreement"] for p in pairs]))),
+        "pairs": pairs,
+    }
+
+
+def _consensus(
+    filled: list[dict], adjudicated: Mapping[str, Any], ids: list[str], dims: list[str]
+) -> tuple[dict[str, dict[str, bool | None]], dict[str, dict[str, int]]]:
+    """The human label of each item and dimension where the sheets agree or the adjudication settles it (an
+    absent key = no consensus), and the counts per dimension."""
+    consensus: dict[str, dict[str, bool | None]] = {i: {} for i in ids}
     counts: dict[str, dict[str, int]] = {}
     for d in dims:
         c = Counter()
@@ -620,111 +670,90 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
             else:
                 c["excluded"] += 1
         counts[d] = {k: c.get(k, 0) for k in ("agreed", "disagreements", "adjudicated", "excluded")}
+    return consensus, counts
 
-    # judge-human agreement
-    judge_human: dict[str, Any] = {}
+
+def _judge_human(items: Mapping[str, dict], consensus: Mapping[str, dict], ids: list[str], d: str) -> dict:
+    """The judge's agreement with the human consensus on dimension ``d``."""
+    have = [i for i in ids if d in consensus[i]]
+    j = [items[i]["judge_labels"].get(d) for i in have]
+    h = [consensus[i][d] for i in have]
+    return {
+        "n": len(have),
+        "accuracy": _r(sum(x == y for x, y in zip(j, h)) / len(have)) if have else None,
+        "kappa": _r(cohens_kappa(j, h)),
+    }
+
+
+def _hallucinated(labels: Mapping[str, Any]) -> bool:
+    return bool(labels.get("unsupported_assertion")) or bool(labels.get("contradicted_assertion"))
+
+
+def _system_offsets(
+    mine: list[str],
+    items: Mapping[str, dict],
+    consensus: Mapping[str, dict],
+    dims: list[str],
+    weight: Mapping[str, float],
+) -> dict[str, Any]:
+    """One system's calibration offsets (human − judge, stratum-weighted) per dimension and headline metric."""
+
+    def entry(have: list[str], human: Callable[[str], bool], judge: Callable[[str], bool]) -> dict:
+        return _offset_entry(
+            have,
+            [human(i) for i in have],
+            [judge(i) for i in have],
+            [weight[items[i]["stratum"]] for i in have],
+        )
+
+    out: dict[str, Any] = {}
     for d in dims:
-        have = [i for i in ids if d in consensus[i]]
-        j = [items[i]["judge_labels"].get(d) for i in have]
-        h = [consensus[i][d] for i in have]
-        judge_human[d] = {
-            "n": len(have),
-            "accuracy": _r(sum(x == y for x, y in zip(j, h)) / len(have)) if have else None,
-            "kappa": _r(cohens_kappa(j, h)),
-        }
-
-    # calibration offsets and headline metrics
-    offsets: dict[str, dict[str, Any]] = {}
-    headline: dict[str, dict[str, Any]] = {}
-    snapshot = manifest.get("headline_judge_only") or {}
-    for system in manifest["systems"]:
-        mine = [i for i in ids if items[i]["system"] == system]
-        offsets[system] = {}
-        for d in dims:
-            have = [i for i in mine if d in consensus[i]]
-            offsets[system][d] = _offset_entry(
-                have,
-                [consensus[i][d] is True for i in have],
-                [items[i]["judge_labels"].get(d) is True for i in have],
-                [weight[items[i]["stratum"]] for i in have],
-            )
-        hall = [
-            i
-            for i in mine
-            if not items[i]["refused"]
-            and "unsupported_assertion" in consensus[i]
-            and "contradicted_assertion" in consensus[i]
-        ]
-
-        def flagged(lab: Mapping[str, Any]) -> bool:
-            return bool(lab.get("unsupported_assertion")) or bool(lab.get("contradicted_assertion"))
-
-        offsets[system]["hallucination_rate"] = _offset_entry(
-            hall,
-            [flagged(consensus[i]) for i in hall],
-            [flagged(items[i]["judge_labels"]) for i in hall],
-            [weight[items[i]["stratum"]] for i in hall],
+        out[d] = entry(
+            [i for i in mine if d in consensus[i]],
+            lambda i, d=d: consensus[i][d] is True,
+            lambda i, d=d: items[i]["judge_labels"].get(d) is True,
         )
-        crr = [
-            i
-            for i in mine
-            if items[i]["expected_behaviour"] in CONFLICT_BEHAVIOURS
-            and "conflict_recognition" in consensus[i]
-        ]
-        offsets[system]["conflict_resolution_rate"] = _offset_entry(
-            crr,
-            [consensus[i]["conflict_recognition"] is True for i in crr],
-            [items[i]["judge_labels"].get("conflict_recognition") is True for i in crr],
-            [weight[items[i]["stratum"]] for i in crr],
-        )
-        headline[system] = {}
-        for m in HEADLINE_METRICS:
-            judge_only = (snapshot.get(system) or {}).get(m)
-            off = offsets[system][m]["offset"]
-            calibrated = (
-                _r(min(1.0, max(0.0, judge_only + off)))
-                if judge_only is not None and off is not None
-                else None
-            )
-            headline[system][m] = {"judge_only": judge_only, "offset": off, "calibrated": calibrated}
+    hall = [
+        i
+        for i in mine
+        if not items[i]["refused"]
+        and "unsupported_assertion" in consensus[i]
+        and "contradicted_assertion" in consensus[i]
+    ]
+    out["hallucination_rate"] = entry(
+        hall, lambda i: _hallucinated(consensus[i]), lambda i: _hallucinated(items[i]["judge_labels"])
+    )
+    crr = [
+        i
+        for i in mine
+        if items[i]["expected_behaviour"] in CONFLICT_BEHAVIOURS and "conflict_recognition" in consensus[i]
+    ]
+    out["conflict_resolution_rate"] = entry(
+        crr,
+        lambda i: consensus[i]["conflict_recognition"] is True,
+        lambda i: items[i]["judge_labels"].get("conflict_recognition") is True,
+    )
+    return out
 
+
+def _calibrated_headline(offsets: Mapping[str, Any], judge_only: Mapping[str, Any]) -> dict[str, Any]:
+    """Per headline metric: the judge-only value, the offset and their sum clipped to [0, 1]."""
+    out = {}
+    for m in HEADLINE_METRICS:
+        value, off = judge_only.get(m), offsets[m]["offset"]
+        calibrated = _r(min(1.0, max(0.0, value + off))) if value is not None and off is not None else None
+        out[m] = {"judge_only": value, "offset": off, "calibrated": calibrated}
+    return out
+
+
+def _import_warnings(manifest: Mapping[str, Any], snapshot: Mapping[str, Any]) -> list[str]:
     warnings = []
     src = Path(manifest["source_run_dir"]) / "run.json"
     if src.is_file() and _sha256(src) != manifest["run_json_sha256"]:
         warnings.append(f"{src} changed since the export (sha256 differs): the audit describes the old run")
     if not snapshot:
         warnings.append("the run had no metrics.json at export: no judge-only headline metrics to calibrate")
-    report = {
-        "version": AUDIT_VERSION,
-        "audit_dir": str(audit_dir.resolve()),
-        "source_run_dir": manifest["source_run_dir"],
-        "run_json_sha256": manifest["run_json_sha256"],
-        "n": len(ids),
-        "sheets": [str(p) for p in paths],
-        "adjudicated": ADJUDICATION_SHEET if adjudicated else None,
-        "dimensions": dims,
-        "kappa": kappa,
-        "consensus": counts,
-        "judge_human": judge_human,
-        "offsets": offsets,
-        "headline": headline,
-        "warnings": warnings,
-        "items": [
-            {
-                "item_id": i,
-                "system": items[i]["system"],
-                "id": items[i]["id"],
-                "stratum": items[i]["stratum"],
-                "judge": items[i]["judge_labels"],
-                "human": {d: consensus[i].get(d) for d in dims},
-                "resolved": {d: d in consensus[i] for d in dims},
-            }
-            for i in ids
-        ],
-    }
-    write_json(audit_dir / "audit_report.json", report)
-    atomic_write_text(audit_dir / "audit.md", render_audit_markdown(report))
-    return report
+    return warnings
 
 
 # ------------------------------------------------------------------------------------------------ markdown
