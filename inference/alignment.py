@@ -221,6 +221,9 @@ _DATE_DM_RE = re.compile(rf"{_PREFIX}(?P<d>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m>{_
 _DATE_ISO_RE = re.compile(r"(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})")
 
 
+# Hand-written rather than dateutil.parser / dateparser: those are lenient by design and read texts we must
+# keep as text or numbers as dates ("08/01/1983" as 1 August, "1983" or "3" as a full date with a filled-in
+# day, "1.5" as today), and they do not say which of day / month / year the text gave.
 def _parse_date(text: str) -> str | None:
     """``yyyy-mm-dd``, ``yyyy-mm`` or ``--mm-dd`` for a text that is exactly one date, else ``None``.
 
@@ -288,6 +291,9 @@ _NUM_RE = re.compile(
 _MAX_UNIT_WORDS = 4
 
 
+# Hand-written rather than word2number: w2n.word_to_num adds up any number words ("seven eight" -> 15,
+# "twenty twelve" -> 32) and skips unknown ones ("five km" -> 5); here only "nine", "twenty", "twenty-one"
+# shapes are numbers, larger ones are the scale words of _NUM_RE.
 def _word_number(words: str) -> int | None:
     parts = re.split(r"[\s\-]+", words)
     if len(parts) == 1:

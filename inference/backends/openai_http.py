@@ -4,18 +4,18 @@ One :meth:`OpenAIHTTPBackend.generate` call sends one ``POST {base_url}/chat/com
 at most ``BackendConfig.concurrency`` at a time, and returns the generations in input order; the whole
 call is ONE batched pass (the server batches the concurrent requests itself).
 
-Only the standard library is used (:mod:`http.client` with one keep-alive connection per worker
-thread), so this backend needs no optional extra. Environment proxies (``$HTTPS_PROXY``) are not used.
+Requests go through one :class:`httpx.Client` (a keep-alive connection pool of ``concurrency``
+connections; a connection the server closed while idle is replaced, not counted as a failure).
+Environment proxies (``$HTTPS_PROXY``) are not used.
 
-Transient failures — connection errors, timeouts, HTTP 429 and 5xx — are retried with exponential
-backoff plus a small jitter (``Retry-After`` is honoured), up to ``BackendConfig.max_retries`` times;
-any other HTTP error fails at once with the server's own error text.
+Transient failures — connection errors, timeouts, HTTP 429 and 5xx — are retried by :mod:`tenacity`
+with exponential backoff plus a small jitter (``Retry-After`` is honoured), up to
+``BackendConfig.max_retries`` times; any other HTTP error fails at once with the server's own error text.
 """
 
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import os
 import random
@@ -25,6 +25,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
+
+import httpx
+import tenacity
 
 from inference.backends.base import (
     BACKENDS,
@@ -44,9 +47,6 @@ _STATUS_HINTS = {
     404: "check backend.base_url (it should end in /v1) and backend.model (a model name the server serves, "
     "see GET {base}/models)",
 }
-# Errors on a *reused* keep-alive connection that mean the server closed it while idle: resend at once
-# on a fresh connection (not counted as a retry).
-_STALE_CONNECTION_ERRORS = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
 class _Transient(Exception):
@@ -103,20 +103,24 @@ class OpenAIHTTPBackend:
         self.max_backoff_s = float(max_backoff_s)
         self.schema_name = schema_name
         self.url = config.base_url.rstrip("/") + "/chat/completions"
-        self._https = parts.scheme == "https"
         self._host = parts.hostname
         try:
             self._port = parts.port
         except ValueError as exc:
             raise BackendError(f"backend.base_url has an invalid port: {config.base_url!r}") from exc
-        self._path = parts.path.rstrip("/") + "/chat/completions"
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         api_key = config.api_key or os.environ.get("OPENAI_API_KEY")
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._ssl_context = ssl.create_default_context() if self._https else None
-        self._local = threading.local()
-        self._connections: list[http.client.HTTPConnection] = []
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=config.timeout_s,
+            limits=httpx.Limits(
+                max_connections=config.concurrency, max_keepalive_connections=config.concurrency
+            ),
+            verify=ssl.create_default_context(),
+            trust_env=False,
+        )
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._rng = random.Random()
@@ -170,10 +174,7 @@ class OpenAIHTTPBackend:
         """Stop the worker threads and close every open connection. Idempotent."""
         self._closed.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
+        self._client.close()
 
     def __enter__(self) -> OpenAIHTTPBackend:
         return self
@@ -190,16 +191,16 @@ class OpenAIHTTPBackend:
     def _post(self, payload: bytes) -> dict[str, Any]:
         """POST with retries; return the decoded JSON of a 2xx response."""
         attempts = self.config.max_retries + 1
-        last: _Transient | None = None
-        for attempt in range(attempts):
-            if attempt:
-                self._sleep(self._delay(attempt, last.retry_after if last else None))
-            if self._closed.is_set():
-                raise BackendError(f"the openai backend was closed while a request to {self.url} was pending")
-            try:
-                return self._attempt(payload)
-            except _Transient as exc:
-                last = exc
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception_type(_Transient),
+            sleep=self._sleep,
+        )
+        try:
+            return retrying(self._attempt, payload)
+        except tenacity.RetryError as exc:
+            last = exc.last_attempt.exception()
         raise BackendError(
             f"POST {self.url} failed after {attempts} attempt{'s' if attempts > 1 else ''} "
             f"({self.config.max_retries} retries); last error: {last}. Is the server running and reachable? "
@@ -208,14 +209,19 @@ class OpenAIHTTPBackend:
 
     def _attempt(self, payload: bytes) -> dict[str, Any]:
         """One HTTP exchange. Raises :class:`_Transient` for retryable failures, BackendError otherwise."""
+        if self._closed.is_set():
+            raise BackendError(f"the openai backend was closed while a request to {self.url} was pending")
         try:
-            status, headers, raw = self._exchange(payload)
-        except TimeoutError:
+            response = self._client.post(self.url, content=payload)
+        except httpx.TimeoutException:
             raise _Transient(f"timed out after {self.config.timeout_s:g} s") from None
-        except ConnectionRefusedError:
-            raise _Transient(f"connection refused by {self._host}:{self._port or ''}") from None
-        except (OSError, http.client.HTTPException) as exc:
+        except httpx.ConnectError as exc:
+            if _refused(exc):
+                raise _Transient(f"connection refused by {self._host}:{self._port or ''}") from None
             raise _Transient(f"{type(exc).__name__}: {exc}") from None
+        except httpx.TransportError as exc:
+            raise _Transient(f"{type(exc).__name__}: {exc}") from None
+        status, headers, raw = response.status_code, response.headers, response.content
         if 200 <= status < 300:
             try:
                 data = json.loads(raw)
@@ -234,39 +240,10 @@ class OpenAIHTTPBackend:
         hint = f"; {hint.format(base=self.config.base_url.rstrip('/'))}" if hint else ""
         raise BackendError(f"POST {self.url} failed with HTTP {status}: {message}{hint}")
 
-    def _exchange(self, payload: bytes) -> tuple[int, http.client.HTTPMessage, bytes]:
-        conn = self._connection()
-        for fresh in (False, True):
-            reused = conn.sock is not None
-            try:
-                conn.request("POST", self._path, body=payload, headers=self._headers)
-                response = conn.getresponse()
-                raw = response.read()
-            except _STALE_CONNECTION_ERRORS:
-                conn.close()
-                if reused and not fresh:
-                    continue  # the server dropped an idle keep-alive connection: resend on a new one
-                raise
-            except BaseException:
-                conn.close()  # never reuse a connection left mid-exchange (e.g. after a timeout)
-                raise
-            return response.status, response.headers, raw
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _connection(self) -> http.client.HTTPConnection:
-        """This worker thread's keep-alive connection (reconnects by itself after a close)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._https:
-                conn = http.client.HTTPSConnection(
-                    self._host, self._port, timeout=self.config.timeout_s, context=self._ssl_context
-                )
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.config.timeout_s)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """tenacity's wait before retry ``state.attempt_number`` (1 = the first retry)."""
+        exc = state.outcome.exception() if state.outcome is not None else None
+        return self._delay(state.attempt_number, getattr(exc, "retry_after", None))
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -312,6 +289,16 @@ class OpenAIHTTPBackend:
 def openai_backend(config: BackendConfig) -> OpenAIHTTPBackend:
     """Factory registered as ``openai``: an OpenAI-compatible HTTP server such as ``vllm serve``."""
     return OpenAIHTTPBackend(config)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connect error was a refused connection (nobody listening on the port)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "refused" in str(exc).lower()
 
 
 def _snippet(raw: bytes | str, limit: int = 500) -> str:

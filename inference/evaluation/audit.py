@@ -48,9 +48,8 @@ import csv
 import hashlib
 import io
 import json
-import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ import numpy as np
 
 from evidential.errors import EvidentialError
 from inference.evaluation.judges import JUDGE_LABELS
-from inference.evaluation.metrics import CONFLICT_BEHAVIOURS, cohens_kappa
+from inference.evaluation.metrics import CONFLICT_BEHAVIOURS, cohens_kappa, format_number
 from inference.io import atomic_write_text, rounded, write_json, write_jsonl
 
 __all__ = [
@@ -271,6 +270,49 @@ def export_audit(
         raise AuditError(f"annotators must be >= 2 (agreement needs two sheets); got {annotators}")
     if n < 1:
         raise AuditError(f"--n must be >= 1; got {n}")
+    run_path, run, chosen, first_seed = _read_run(run_dir, systems)
+    inst_path = run_dir / "instances.jsonl"
+    if not inst_path.is_file():
+        raise AuditError(f"{inst_path} not found: the run folder is incomplete")
+    instances = {p["instance"]["id"]: p for p in _read_jsonl(inst_path)}
+    _refuse_filled_sheets(out_dir)
+    population = _population(run_dir, chosen, first_seed, instances)
+    by_stratum: dict[str, list[dict]] = defaultdict(list)
+    for r in population:
+        by_stratum[stratum_of(r)].append(r)
+    counts = allocate({k: len(v) for k, v in by_stratum.items()}, n)
+    items = _draw_items(by_stratum, counts, instances, seed)
+    manifest = {
+        "version": AUDIT_VERSION,
+        "source_run_dir": str(run_dir.resolve()),
+        "run_json_sha256": _sha256(run_path),
+        "metrics_json_sha256": _sha256(run_dir / "metrics.json"),
+        "dataset": (run.get("settings") or {}).get("dataset"),
+        "systems": chosen,
+        "first_seed": first_seed,
+        "n": len(items),
+        "n_requested": n,
+        "seed": seed,
+        "allocation": "proportional with at least one per non-empty stratum (inference.evaluation.audit.allocate)",
+        "annotators": annotators,
+        "sheets": [f"annotator_{k}.csv" for k in range(1, annotators + 1)],
+        "dimensions": list(DIMENSIONS),
+        "strata": _strata_table(by_stratum, counts),
+        "item_ids": [it["item_id"] for it in items],
+        "headline_judge_only": _headline_snapshot(run_dir / "metrics.json", chosen),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out_dir / "audit_items.jsonl", items)
+    sheet = _csv_text([*SHEET_COLUMNS, *DIMENSIONS], [_sheet_row(it) for it in items])
+    for name in manifest["sheets"]:
+        atomic_write_text(out_dir / name, sheet)
+    atomic_write_text(out_dir / "GUIDELINES.md", _guidelines_md(annotators))
+    write_json(out_dir / "audit_manifest.json", manifest)  # last: its presence marks a complete export
+    return manifest
+
+
+def _read_run(run_dir: Path, systems: Sequence[str] | None) -> tuple[Path, dict, list[str], Any]:
+    """``(run.json path, its content, the systems to audit, the first seed)``, checked."""
     run_path = run_dir / "run.json"
     if not run_path.is_file():
         raise AuditError(f"{run_dir} is not an evaluate output folder (no run.json); give --from RUN_DIR")
@@ -279,7 +321,6 @@ def export_audit(
     seeds = list(run.get("seeds") or [])
     if not seeds:
         raise AuditError(f"{run_path} lists no seeds")
-    first_seed = seeds[0]
     chosen = list(systems) if systems else run_systems
     unknown = [s for s in chosen if s not in run_systems]
     if unknown:
@@ -288,26 +329,32 @@ def export_audit(
         )
     if len(set(chosen)) != len(chosen):
         raise AuditError(f"--systems lists a system twice: {chosen}")
-    inst_path = run_dir / "instances.jsonl"
-    if not inst_path.is_file():
-        raise AuditError(f"{inst_path} not found: the run folder is incomplete")
-    instances = {p["instance"]["id"]: p for p in _read_jsonl(inst_path)}
+    return run_path, run, chosen, seeds[0]
 
-    if out_dir.exists():
-        filled = [
-            p.name
-            for p in sorted(out_dir.glob("*.csv"))
-            if (p.name.startswith("annotator_") or p.name == ADJUDICATION_SHEET) and _sheet_has_values(p)
-        ]
-        if filled or (out_dir / "audit_report.json").is_file():
-            what = ", ".join(filled) if filled else "audit_report.json"
-            raise AuditError(
-                f"{out_dir} already holds filled annotations ({what}); refusing to overwrite them — "
-                "choose a new --out folder (or move the filled sheets away)"
-            )
 
+def _refuse_filled_sheets(out_dir: Path) -> None:
+    """Raise when ``out_dir`` already holds annotations (a filled sheet or an audit report)."""
+    if not out_dir.exists():
+        return
+    filled = [
+        p.name
+        for p in sorted(out_dir.glob("*.csv"))
+        if (p.name.startswith("annotator_") or p.name == ADJUDICATION_SHEET) and _sheet_has_values(p)
+    ]
+    if filled or (out_dir / "audit_report.json").is_file():
+        what = ", ".join(filled) if filled else "audit_report.json"
+        raise AuditError(
+            f"{out_dir} already holds filled annotations ({what}); refusing to overwrite them — "
+            "choose a new --out folder (or move the filled sheets away)"
+        )
+
+
+def _population(
+    run_dir: Path, systems: Sequence[str], first_seed: Any, instances: Mapping[str, Any]
+) -> list[dict]:
+    """The answer rows to sample from: first seed only, not reused from another seed, with an instance."""
     population: list[dict] = []
-    for name in chosen:
+    for name in systems:
         path = run_dir / f"{name}.jsonl"
         if not path.is_file():
             raise AuditError(f"{path} not found: system {name!r} has no rows in {run_dir}")
@@ -318,12 +365,14 @@ def export_audit(
                 continue
             population.append(r)
     if not population:
-        raise AuditError(f"no rows of seed {first_seed} for {', '.join(chosen)} in {run_dir}")
+        raise AuditError(f"no rows of seed {first_seed} for {', '.join(systems)} in {run_dir}")
+    return population
 
-    by_stratum: dict[str, list[dict]] = defaultdict(list)
-    for r in population:
-        by_stratum[stratum_of(r)].append(r)
-    counts = allocate({k: len(v) for k, v in by_stratum.items()}, n)
+
+def _draw_items(
+    by_stratum: Mapping[str, list[dict]], counts: Mapping[str, int], instances: Mapping[str, Any], seed: int
+) -> list[dict]:
+    """The seeded sample (``counts[key]`` rows of each stratum) in a seeded random order, as audit items."""
     rng = np.random.default_rng(seed)
     picked: list[tuple[str, dict]] = []
     for key in sorted(by_stratum):
@@ -332,31 +381,32 @@ def export_audit(
         picked += [(key, rows[i]) for i in idx]
     order = rng.permutation(len(picked)).tolist()
     width = max(3, len(str(len(picked))))
-    items = []
-    for pos, i in enumerate(order, start=1):
-        key, r = picked[i]
-        rec = r.get("record") or {}
-        items.append(
-            {
-                "item_id": f"A{pos:0{width}d}",
-                "system": r["system"],
-                "dataset": r["dataset"],
-                "id": r["id"],
-                "seed": r["seed"],
-                "question": r["question"],
-                "passages": [c.get("text", "") for c in instances[r["id"]]["chunks"]],
-                "response": rec.get("response") or "",
-                "gold_answers": list(r.get("gold_answers") or []),
-                "wrong_answers": list(r.get("wrong_answers") or []),
-                "expected_behaviour": r["expected_behaviour"],
-                "route": rec.get("route"),
-                "refused": bool((r.get("scores") or {}).get("refused")),
-                "stratum": key,
-                "judge": (r.get("judge") or {}).get("judge"),
-                "judge_labels": {d: ((r.get("judge") or {}).get("labels") or {}).get(d) for d in DIMENSIONS},
-            }
-        )
+    return [_audit_item(f"A{pos:0{width}d}", *picked[i], instances) for pos, i in enumerate(order, start=1)]
 
+
+def _audit_item(item_id: str, key: str, r: Mapping[str, Any], instances: Mapping[str, Any]) -> dict:
+    rec = r.get("record") or {}
+    return {
+        "item_id": item_id,
+        "system": r["system"],
+        "dataset": r["dataset"],
+        "id": r["id"],
+        "seed": r["seed"],
+        "question": r["question"],
+        "passages": [c.get("text", "") for c in instances[r["id"]]["chunks"]],
+        "response": rec.get("response") or "",
+        "gold_answers": list(r.get("gold_answers") or []),
+        "wrong_answers": list(r.get("wrong_answers") or []),
+        "expected_behaviour": r["expected_behaviour"],
+        "route": rec.get("route"),
+        "refused": bool((r.get("scores") or {}).get("refused")),
+        "stratum": key,
+        "judge": (r.get("judge") or {}).get("judge"),
+        "judge_labels": {d: ((r.get("judge") or {}).get("labels") or {}).get(d) for d in DIMENSIONS},
+    }
+
+
+def _strata_table(by_stratum: Mapping[str, list[dict]], counts: Mapping[str, int]) -> list[dict]:
     strata = []
     for key in sorted(by_stratum):
         system, dataset, route, correctness = key.split("|")
@@ -373,46 +423,21 @@ def export_audit(
                 "weight": rounded(pop / smp) if smp else None,
             }
         )
-    manifest = {
-        "version": AUDIT_VERSION,
-        "source_run_dir": str(run_dir.resolve()),
-        "run_json_sha256": _sha256(run_path),
-        "metrics_json_sha256": _sha256(run_dir / "metrics.json"),
-        "dataset": (run.get("settings") or {}).get("dataset"),
-        "systems": chosen,
-        "first_seed": first_seed,
-        "n": len(items),
-        "n_requested": n,
-        "seed": seed,
-        "allocation": "proportional with at least one per non-empty stratum (inference.evaluation.audit.allocate)",
-        "annotators": annotators,
-        "sheets": [f"annotator_{k}.csv" for k in range(1, annotators + 1)],
-        "dimensions": list(DIMENSIONS),
-        "strata": strata,
-        "item_ids": [it["item_id"] for it in items],
-        "headline_judge_only": _headline_snapshot(run_dir / "metrics.json", chosen),
-    }
-    header = [*SHEET_COLUMNS, *DIMENSIONS]
-    sheet_rows = [
-        [
-            it["item_id"],
-            it["question"],
-            "\n\n".join(f"[{k}] {t}" for k, t in enumerate(it["passages"], start=1)),
-            it["response"],
-            " | ".join(it["gold_answers"]),
-            " | ".join(it["wrong_answers"]),
-            it["expected_behaviour"],
-            *([""] * len(DIMENSIONS)),
-        ]
-        for it in items
+    return strata
+
+
+def _sheet_row(it: Mapping[str, Any]) -> list[Any]:
+    """One blind annotation-sheet row: the item without system, route or judge labels, blank dimensions."""
+    return [
+        it["item_id"],
+        it["question"],
+        "\n\n".join(f"[{k}] {t}" for k, t in enumerate(it["passages"], start=1)),
+        it["response"],
+        " | ".join(it["gold_answers"]),
+        " | ".join(it["wrong_answers"]),
+        it["expected_behaviour"],
+        *([""] * len(DIMENSIONS)),
     ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / "audit_items.jsonl", items)
-    for sheet in manifest["sheets"]:
-        atomic_write_text(out_dir / sheet, _csv_text(header, sheet_rows))
-    atomic_write_text(out_dir / "GUIDELINES.md", _guidelines_md(annotators))
-    write_json(out_dir / "audit_manifest.json", manifest)  # last: its presence marks a complete export
-    return manifest
 
 
 # ------------------------------------------------------------------------------------------------ import
@@ -533,16 +558,7 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
         AuditError: A missing manifest or sheet, or a sheet that does not parse (see :func:`read_sheet`).
     """
     audit_dir = Path(audit_dir)
-    man_path = audit_dir / "audit_manifest.json"
-    if not man_path.is_file():
-        raise AuditError(f"{audit_dir} is not an audit folder (no audit_manifest.json); run `audit export`")
-    manifest = json.loads(man_path.read_text(encoding="utf-8"))
-    if manifest.get("version") != AUDIT_VERSION:
-        raise AuditError(f"{man_path}: version {manifest.get('version')!r}, expected {AUDIT_VERSION!r}")
-    items = {it["item_id"]: it for it in _read_jsonl(audit_dir / "audit_items.jsonl")}
-    ids = list(manifest["item_ids"])
-    if set(ids) != set(items):
-        raise AuditError(f"{audit_dir}: audit_items.jsonl and audit_manifest.json list different items")
+    manifest, items, ids = _read_manifest(audit_dir)
     dims = list(manifest.get("dimensions") or DIMENSIONS)
     paths = [Path(p) for p in sheets] if sheets else [audit_dir / s for s in manifest["sheets"]]
     if len(paths) < 2:
@@ -553,122 +569,14 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
         read_sheet(adj_path, ids, require_all=False, blank_is_na=False) if adj_path.is_file() else {}
     )
     weight = {s["key"]: float(s["population"]) / s["sample"] for s in manifest["strata"] if s["sample"]}
-
-    # inter-annotator agreement
-    kappa: dict[str, Any] = {}
-    for d in dims:
-        pairs = []
-        for a in range(len(filled)):
-            for b in range(a + 1, len(filled)):
-                xa, xb = [filled[a][i][d] for i in ids], [filled[b][i][d] for i in ids]
-                pairs.append(
-                    {
-                        "sheets": [paths[a].name, paths[b].name],
-                        "kappa": _r(cohens_kappa(xa, xb)),
-                        "agreement": _r(sum(x == y for x, y in zip(xa, xb)) / len(ids)),
-                    }
-                )
-        ks = [p["kappa"] for p in pairs if p["kappa"] is not None]
-        kappa[d] = {
-            "n": len(ids),
-            "kappa": _r(float(np.mean(ks))) if ks else None,
-            "agreement": _r(float(np.mean([p["agreement"] for p in pairs]))),
-            "pairs": pairs,
-        }
-
-    # human consensus
-    consensus: dict[str, dict[str, bool | None]] = {i: {} for i in ids}  # absent key = no consensus
-    counts: dict[str, dict[str, int]] = {}
-    for d in dims:
-        c = Counter()
-        for i in ids:
-            values = {filled[k][i][d] for k in range(len(filled))}
-            if len(values) == 1:
-                consensus[i][d] = values.pop()
-                c["agreed"] += 1
-                continue
-            c["disagreements"] += 1
-            adj = adjudicated.get(i, {}).get(d, "blank")
-            if adj != "blank":
-                consensus[i][d] = adj  # type: ignore[assignment]
-                c["adjudicated"] += 1
-            else:
-                c["excluded"] += 1
-        counts[d] = {k: c.get(k, 0) for k in ("agreed", "disagreements", "adjudicated", "excluded")}
-
-    # judge-human agreement
-    judge_human: dict[str, Any] = {}
-    for d in dims:
-        have = [i for i in ids if d in consensus[i]]
-        j = [items[i]["judge_labels"].get(d) for i in have]
-        h = [consensus[i][d] for i in have]
-        judge_human[d] = {
-            "n": len(have),
-            "accuracy": _r(sum(x == y for x, y in zip(j, h)) / len(have)) if have else None,
-            "kappa": _r(cohens_kappa(j, h)),
-        }
-
-    # calibration offsets and headline metrics
+    consensus, counts = _consensus(filled, adjudicated, ids, dims)
+    snapshot = manifest.get("headline_judge_only") or {}
     offsets: dict[str, dict[str, Any]] = {}
     headline: dict[str, dict[str, Any]] = {}
-    snapshot = manifest.get("headline_judge_only") or {}
     for system in manifest["systems"]:
         mine = [i for i in ids if items[i]["system"] == system]
-        offsets[system] = {}
-        for d in dims:
-            have = [i for i in mine if d in consensus[i]]
-            offsets[system][d] = _offset_entry(
-                have,
-                [consensus[i][d] is True for i in have],
-                [items[i]["judge_labels"].get(d) is True for i in have],
-                [weight[items[i]["stratum"]] for i in have],
-            )
-        hall = [
-            i
-            for i in mine
-            if not items[i]["refused"]
-            and "unsupported_assertion" in consensus[i]
-            and "contradicted_assertion" in consensus[i]
-        ]
-
-        def flagged(lab: Mapping[str, Any]) -> bool:
-            return bool(lab.get("unsupported_assertion")) or bool(lab.get("contradicted_assertion"))
-
-        offsets[system]["hallucination_rate"] = _offset_entry(
-            hall,
-            [flagged(consensus[i]) for i in hall],
-            [flagged(items[i]["judge_labels"]) for i in hall],
-            [weight[items[i]["stratum"]] for i in hall],
-        )
-        crr = [
-            i
-            for i in mine
-            if items[i]["expected_behaviour"] in CONFLICT_BEHAVIOURS
-            and "conflict_recognition" in consensus[i]
-        ]
-        offsets[system]["conflict_resolution_rate"] = _offset_entry(
-            crr,
-            [consensus[i]["conflict_recognition"] is True for i in crr],
-            [items[i]["judge_labels"].get("conflict_recognition") is True for i in crr],
-            [weight[items[i]["stratum"]] for i in crr],
-        )
-        headline[system] = {}
-        for m in HEADLINE_METRICS:
-            judge_only = (snapshot.get(system) or {}).get(m)
-            off = offsets[system][m]["offset"]
-            calibrated = (
-                _r(min(1.0, max(0.0, judge_only + off)))
-                if judge_only is not None and off is not None
-                else None
-            )
-            headline[system][m] = {"judge_only": judge_only, "offset": off, "calibrated": calibrated}
-
-    warnings = []
-    src = Path(manifest["source_run_dir"]) / "run.json"
-    if src.is_file() and _sha256(src) != manifest["run_json_sha256"]:
-        warnings.append(f"{src} changed since the export (sha256 differs): the audit describes the old run")
-    if not snapshot:
-        warnings.append("the run had no metrics.json at export: no judge-only headline metrics to calibrate")
+        offsets[system] = _system_offsets(mine, items, consensus, dims, weight)
+        headline[system] = _calibrated_headline(offsets[system], snapshot.get(system) or {})
     report = {
         "version": AUDIT_VERSION,
         "audit_dir": str(audit_dir.resolve()),
@@ -678,12 +586,12 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
         "sheets": [str(p) for p in paths],
         "adjudicated": ADJUDICATION_SHEET if adjudicated else None,
         "dimensions": dims,
-        "kappa": kappa,
+        "kappa": {d: _annotator_agreement(filled, paths, ids, d) for d in dims},
         "consensus": counts,
-        "judge_human": judge_human,
+        "judge_human": {d: _judge_human(items, consensus, ids, d) for d in dims},
         "offsets": offsets,
         "headline": headline,
-        "warnings": warnings,
+        "warnings": _import_warnings(manifest, snapshot),
         "items": [
             {
                 "item_id": i,
@@ -702,13 +610,153 @@ def import_audit(audit_dir: str | Path, sheets: Sequence[str | Path] | None = No
     return report
 
 
+def _read_manifest(audit_dir: Path) -> tuple[dict, dict[str, dict], list[str]]:
+    """``(manifest, items by id, item ids in sheet order)`` of an audit folder, checked."""
+    man_path = audit_dir / "audit_manifest.json"
+    if not man_path.is_file():
+        raise AuditError(f"{audit_dir} is not an audit folder (no audit_manifest.json); run `audit export`")
+    manifest = json.loads(man_path.read_text(encoding="utf-8"))
+    if manifest.get("version") != AUDIT_VERSION:
+        raise AuditError(f"{man_path}: version {manifest.get('version')!r}, expected {AUDIT_VERSION!r}")
+    items = {it["item_id"]: it for it in _read_jsonl(audit_dir / "audit_items.jsonl")}
+    ids = list(manifest["item_ids"])
+    if set(ids) != set(items):
+        raise AuditError(f"{audit_dir}: audit_items.jsonl and audit_manifest.json list different items")
+    return manifest, items, ids
+
+
+def _annotator_agreement(filled: list[dict], paths: list[Path], ids: list[str], d: str) -> dict[str, Any]:
+    """Inter-annotator κ and raw agreement on dimension ``d``: per sheet pair and their mean."""
+    pairs = []
+    for a in range(len(filled)):
+        for b in range(a + 1, len(filled)):
+            xa, xb = [filled[a][i][d] for i in ids], [filled[b][i][d] for i in ids]
+            pairs.append(
+                {
+                    "sheets": [paths[a].name, paths[b].name],
+                    "kappa": _r(cohens_kappa(xa, xb)),
+                    "agreement": _r(sum(x == y for x, y in zip(xa, xb)) / len(ids)),
+                }
+            )
+    ks = [p["kappa"] for p in pairs if p["kappa"] is not None]
+    return {
+        "n": len(ids),
+        "kappa": _r(float(np.mean(ks))) if ks else None,
+        "agreement": _r(float(np.mean([p["agreement"] for p in pairs]))),
+        "pairs": pairs,
+    }
+
+
+def _consensus(
+    filled: list[dict], adjudicated: Mapping[str, Any], ids: list[str], dims: list[str]
+) -> tuple[dict[str, dict[str, bool | None]], dict[str, dict[str, int]]]:
+    """The human label of each item and dimension where the sheets agree or the adjudication settles it (an
+    absent key = no consensus), and the counts per dimension."""
+    consensus: dict[str, dict[str, bool | None]] = {i: {} for i in ids}
+    counts: dict[str, dict[str, int]] = {}
+    for d in dims:
+        c = Counter()
+        for i in ids:
+            values = {filled[k][i][d] for k in range(len(filled))}
+            if len(values) == 1:
+                consensus[i][d] = values.pop()
+                c["agreed"] += 1
+                continue
+            c["disagreements"] += 1
+            adj = adjudicated.get(i, {}).get(d, "blank")
+            if adj != "blank":
+                consensus[i][d] = adj  # type: ignore[assignment]
+                c["adjudicated"] += 1
+            else:
+                c["excluded"] += 1
+        counts[d] = {k: c.get(k, 0) for k in ("agreed", "disagreements", "adjudicated", "excluded")}
+    return consensus, counts
+
+
+def _judge_human(items: Mapping[str, dict], consensus: Mapping[str, dict], ids: list[str], d: str) -> dict:
+    """The judge's agreement with the human consensus on dimension ``d``."""
+    have = [i for i in ids if d in consensus[i]]
+    j = [items[i]["judge_labels"].get(d) for i in have]
+    h = [consensus[i][d] for i in have]
+    return {
+        "n": len(have),
+        "accuracy": _r(sum(x == y for x, y in zip(j, h)) / len(have)) if have else None,
+        "kappa": _r(cohens_kappa(j, h)),
+    }
+
+
+def _hallucinated(labels: Mapping[str, Any]) -> bool:
+    return bool(labels.get("unsupported_assertion")) or bool(labels.get("contradicted_assertion"))
+
+
+def _system_offsets(
+    mine: list[str],
+    items: Mapping[str, dict],
+    consensus: Mapping[str, dict],
+    dims: list[str],
+    weight: Mapping[str, float],
+) -> dict[str, Any]:
+    """One system's calibration offsets (human − judge, stratum-weighted) per dimension and headline metric."""
+
+    def entry(have: list[str], human: Callable[[str], bool], judge: Callable[[str], bool]) -> dict:
+        return _offset_entry(
+            have,
+            [human(i) for i in have],
+            [judge(i) for i in have],
+            [weight[items[i]["stratum"]] for i in have],
+        )
+
+    out: dict[str, Any] = {}
+    for d in dims:
+        out[d] = entry(
+            [i for i in mine if d in consensus[i]],
+            lambda i, d=d: consensus[i][d] is True,
+            lambda i, d=d: items[i]["judge_labels"].get(d) is True,
+        )
+    hall = [
+        i
+        for i in mine
+        if not items[i]["refused"]
+        and "unsupported_assertion" in consensus[i]
+        and "contradicted_assertion" in consensus[i]
+    ]
+    out["hallucination_rate"] = entry(
+        hall, lambda i: _hallucinated(consensus[i]), lambda i: _hallucinated(items[i]["judge_labels"])
+    )
+    crr = [
+        i
+        for i in mine
+        if items[i]["expected_behaviour"] in CONFLICT_BEHAVIOURS and "conflict_recognition" in consensus[i]
+    ]
+    out["conflict_resolution_rate"] = entry(
+        crr,
+        lambda i: consensus[i]["conflict_recognition"] is True,
+        lambda i: items[i]["judge_labels"].get("conflict_recognition") is True,
+    )
+    return out
+
+
+def _calibrated_headline(offsets: Mapping[str, Any], judge_only: Mapping[str, Any]) -> dict[str, Any]:
+    """Per headline metric: the judge-only value, the offset and their sum clipped to [0, 1]."""
+    out = {}
+    for m in HEADLINE_METRICS:
+        value, off = judge_only.get(m), offsets[m]["offset"]
+        calibrated = _r(min(1.0, max(0.0, value + off))) if value is not None and off is not None else None
+        out[m] = {"judge_only": value, "offset": off, "calibrated": calibrated}
+    return out
+
+
+def _import_warnings(manifest: Mapping[str, Any], snapshot: Mapping[str, Any]) -> list[str]:
+    warnings = []
+    src = Path(manifest["source_run_dir"]) / "run.json"
+    if src.is_file() and _sha256(src) != manifest["run_json_sha256"]:
+        warnings.append(f"{src} changed since the export (sha256 differs): the audit describes the old run")
+    if not snapshot:
+        warnings.append("the run had no metrics.json at export: no judge-only headline metrics to calibrate")
+    return warnings
+
+
 # ------------------------------------------------------------------------------------------------ markdown
-def _num(x: float | None, digits: int = 3, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
 def render_audit_markdown(report: Mapping[str, Any]) -> str:
     """``audit.md``: Table 6 — inter-annotator κ, judge–human agreement, calibration offsets and the
     judge-only vs human-calibrated headline metrics per system."""
@@ -732,8 +780,8 @@ def render_audit_markdown(report: Mapping[str, Any]) -> str:
     for d in dims:
         k, c, jh = report["kappa"][d], report["consensus"][d], report["judge_human"][d]
         lines.append(
-            f"| {d} | {k['n']} | {_num(k['kappa'])} | {_num(k['agreement'])} | "
-            f"{c['disagreements']} ({c['adjudicated']}) | {jh['n']} | {_num(jh['accuracy'])} | {_num(jh['kappa'])} |"
+            f"| {d} | {k['n']} | {format_number(k['kappa'])} | {format_number(k['agreement'])} | "
+            f"{c['disagreements']} ({c['adjudicated']}) | {jh['n']} | {format_number(jh['accuracy'])} | {format_number(jh['kappa'])} |"
         )
     lines += [
         "",
@@ -744,7 +792,8 @@ def render_audit_markdown(report: Mapping[str, Any]) -> str:
     ]
     for system, offs in report["offsets"].items():
         cells = [
-            f"{_num(offs[k]['offset'], signed=True)} (n={offs[k]['n']})" for k in [*dims, *HEADLINE_METRICS]
+            f"{format_number(offs[k]['offset'], signed=True)} (n={offs[k]['n']})"
+            for k in [*dims, *HEADLINE_METRICS]
         ]
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     lines += [
@@ -757,8 +806,8 @@ def render_audit_markdown(report: Mapping[str, Any]) -> str:
     for system, hs in report["headline"].items():
         for m, v in hs.items():
             lines.append(
-                f"| {system} | {m} | {_num(v['judge_only'])} | {_num(v['offset'], signed=True)} | "
-                f"{_num(v['calibrated'])} |"
+                f"| {system} | {m} | {format_number(v['judge_only'])} | {format_number(v['offset'], signed=True)} | "
+                f"{format_number(v['calibrated'])} |"
             )
     lines.append("")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ Everything here except :class:`BERTScorer` is pure: no file I/O, no model, no gl
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -28,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.stats import spearmanr
+from sklearn.metrics import cohen_kappa_score
 
 from training.utils.metrics import expected_calibration_error, strict_exact_match
 from training.utils.text import normalize_text
@@ -45,6 +48,7 @@ __all__ = [
     "exact_match",
     "expected_calibration_error",
     "format_mean_std",
+    "format_number",
     "hallucination_rate",
     "is_refusal",
     "mean_std",
@@ -131,48 +135,38 @@ def answer_contained(prediction: str, golds: str | Iterable[str]) -> float:
 _ROUGE_TOKEN_RE = re.compile(r"[^\W_]+")
 
 
-def _rouge_tokens(text: str) -> list[str]:
-    """Lower-cased maximal runs of letters/digits (rouge_score's default tokenizer, without stemming, on
-    ASCII text; non-ASCII letters are kept rather than treated as separators)."""
-    return _ROUGE_TOKEN_RE.findall(text.lower())
+class _RougeTokenizer:
+    """Lower-cased maximal runs of letters/digits: rouge_score's default tokenizer (no stemming) on ASCII
+    text, but non-ASCII letters are kept rather than treated as separators (``Zürich`` is one token)."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return _ROUGE_TOKEN_RE.findall(text.lower())
 
 
-def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence (O(|a|·|b|) dynamic programme, O(|b|) memory)."""
-    if len(a) < len(b):
-        a, b = b, a
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0] * (len(b) + 1)
-        for j, y in enumerate(b, start=1):
-            cur[j] = prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1])
-        prev = cur
-    return prev[-1]
+@functools.cache
+def _rouge_l_scorer() -> Any:
+    # imported on first use: rouge_score imports nltk, which takes seconds
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_RougeTokenizer())
 
 
 def rouge_l(prediction: str, references: str | Iterable[str]) -> float:
-    """ROUGE-L F-measure (Lin 2004, sentence level), the best over references.
+    """ROUGE-L F-measure (Lin 2004, sentence level) by Google's ``rouge_score``, the best over references.
 
     Tokens: lower-cased maximal runs of letters and digits (no stemming, no stop-word removal) — the
-    default tokenizer of Google's ``rouge_score`` on ASCII text. With ``L = LCS(pred, ref)``:
+    default tokenizer of ``rouge_score`` on ASCII text. With ``L = LCS(pred, ref)``:
     ``P = L/|pred|``, ``R = L/|ref|`` and ``F = (1+β²)PR/(R+β²P)`` with **β = 1**, i.e. ``2PR/(P+R)``
-    (``rouge_score``'s ``rougeL`` fmeasure). An empty token list on either side scores 0.0, as in
-    ``rouge_score``; no reference gives 0.0.
+    (``rouge_score``'s ``rougeL`` fmeasure). An empty token list on either side scores 0.0; no reference
+    gives 0.0.
 
     >>> rouge_l("the cat sat on the mat", ["the cat lay on a mat"])  # LCS "the cat on mat" = 4 of 6 / 6
     0.6666666666666666
     """
-    pred = _rouge_tokens(prediction)
-    best = 0.0
-    for ref_text in _golds(references):
-        ref = _rouge_tokens(ref_text)
-        if not pred or not ref:
-            continue
-        lcs = _lcs_length(pred, ref)
-        if lcs:
-            p, r = lcs / len(pred), lcs / len(ref)
-            best = max(best, 2 * p * r / (p + r))
-    return best
+    refs = _golds(references)
+    if not refs:
+        return 0.0
+    return float(_rouge_l_scorer().score_multi(refs, prediction)["rougeL"].fmeasure)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -603,6 +597,18 @@ def format_mean_std(mean: float, std: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def format_number(x: float | None, digits: int = 3, signed: bool = False) -> str:
+    """A table cell: ``x`` with ``digits`` decimals (with a sign when ``signed``); ``"–"`` for a missing or
+    NaN value.
+
+    >>> format_number(0.51234), format_number(0.25, 2, signed=True), format_number(None)
+    ('0.512', '+0.25', '–')
+    """
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Spearman rank correlation (``scipy.stats.spearmanr``, average ranks for ties), e.g. of evidence
     scores with labels; ``None`` instead of NaN when it is undefined (fewer than two pairs or a constant
@@ -611,8 +617,6 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     >>> round(spearman([1, 2, 3, 4], [10, 20, 30, 25]), 6)
     0.8
     """
-    from scipy.stats import spearmanr
-
     xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if xs.ndim != 1 or xs.shape != ys.shape:
         raise ValueError(f"x and y must be flat and of equal length: {xs.shape} vs {ys.shape}")
@@ -623,7 +627,8 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def cohens_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
-    """Cohen's kappa of two raters' labels on the same items: ``κ = (p_o − p_e) / (1 − p_e)``.
+    """Cohen's kappa of two raters' labels on the same items (scikit-learn's ``cohen_kappa_score``):
+    ``κ = (p_o − p_e) / (1 − p_e)``.
 
     ``p_o`` is the observed agreement (the fraction of items with ``a[i] == b[i]``) and ``p_e`` the agreement
     expected by chance from the raters' marginals, ``Σ_c p_a(c) · p_b(c)``. Labels are any hashable values
@@ -645,10 +650,10 @@ def cohens_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
         raise ValueError(f"a and b differ in length: {len(a)} vs {len(b)}")
     if not a:
         return None
-    n = len(a)
-    p_o = sum(x == y for x, y in zip(a, b)) / n
-    ca, cb = Counter(a), Counter(b)
-    p_e = sum(ca[c] * cb[c] for c in ca) / (n * n)
-    if p_e >= 1.0:
-        return 1.0
-    return (p_o - p_e) / (1.0 - p_e)
+    if a == b:
+        return 1.0  # also the p_e = 1 case, which scikit-learn leaves undefined (NaN)
+    # integer codes, so that labels of mixed types (True / False / None) need no ordering
+    codes: dict[Any, int] = {}
+    ia = [codes.setdefault(x, len(codes)) for x in a]
+    ib = [codes.setdefault(y, len(codes)) for y in b]
+    return float(cohen_kappa_score(ia, ib))

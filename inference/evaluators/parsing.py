@@ -1,7 +1,8 @@
 """Conservative validation and repair of the prompt evaluator's JSON output.
 
 Repairs (each marks the decision ``repaired``): code fences; text before or after the object; single
-quotes / Python literals; a truncated object (open string and brackets closed, a dangling member dropped);
+quotes / Python literals, and a truncated object (open string and brackets closed, a dangling member
+dropped), both by :mod:`json_repair`;
 numbers as strings; out-of-range evidence clamped to 0-10; unknown keys dropped; unknown claim references
 (``C9`` with no C9 in the inventory) dropped; evidence given without a supported claim zeroed.
 
@@ -11,12 +12,13 @@ support — and it is flagged. :func:`parse_decision` never raises.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import json_repair
 
 from inference.evaluators.contract import EVIDENCE_MAX
 
@@ -101,48 +103,42 @@ def _scan(s: str, start: int) -> _ScanState:
     return st
 
 
-def _scan_object(s: str) -> tuple[str, bool]:
-    """The first ``{...}`` in ``s`` (string-aware); returns (text, complete). Incomplete objects get closed:
-    an open string and open brackets are closed, and if that does not parse, the last (cut) member is dropped."""
+# Deeper nesting than this is never an evaluator decision (the schema is flat); such text fails at once
+# instead of going to the repairer, which is slow on thousands of unclosed brackets.
+MAX_DEPTH = 32
+
+
+def _first_object(s: str) -> tuple[str, bool, bool]:
+    """The first ``{...}`` in ``s`` (string-aware): ``(text, complete, too deep)``. A truncated object runs
+    to the end of ``s``; one cut by a mismatched closing bracket runs to that bracket."""
     start = s.find("{")
     if start < 0:
-        return "", False
+        return "", False, False
     st = _scan(s, start)
     if st.end is not None:
-        return s[start : st.end + 1], True
+        return s[start : st.end + 1], True, False
     if st.mismatch is not None:
-        return s[start : st.mismatch + 1], False
-    closed = s[start:] + st.quote + "".join(reversed(st.stack))
-    try:
-        json.loads(closed)
-        return closed, False
-    except (json.JSONDecodeError, RecursionError):
-        pass
-    if st.last_comma > start:
-        trimmed = s[start : st.last_comma]
-        inner = _scan(trimmed, 0)
-        return trimmed + "".join(reversed(inner.stack)), False
-    return closed, False
+        return s[start : st.mismatch + 1], False, False
+    return s[start:], False, len(st.stack) > MAX_DEPTH
 
 
-def _loads_lenient(candidate: str) -> object:
+def _repair(candidate: str) -> object:
+    """``candidate`` parsed by :mod:`json_repair` (single quotes, Python literals, an open string or open
+    brackets closed, a dangling member dropped); None when it yields no object."""
     try:
-        return json.loads(candidate)
-    except (json.JSONDecodeError, RecursionError):
-        pass
-    py = re.sub(r"\bnull\b", "None", candidate)
-    py = re.sub(r"\btrue\b", "True", py)
-    py = re.sub(r"\bfalse\b", "False", py)
-    try:
-        return ast.literal_eval(py)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        obj = json_repair.loads(candidate, skip_json_loads=True)
+    except (ValueError, RecursionError):
         return None
+    if isinstance(obj, list):  # the repairer read more than one value: keep the first object
+        obj = next((o for o in obj if isinstance(o, dict)), None)
+    return obj if isinstance(obj, dict) else None
 
 
 def extract_json_object(text: str) -> tuple[object, bool, list[str]]:
     """The lenient JSON extraction shared by the evaluator and the LLM judge: ``(object or None, parsed
-    strictly, repair notes / errors)`` — strict JSON first, then a code fence removed, the first balanced
-    object scanned (a truncated one closed) and parsed leniently."""
+    strictly, repair notes / errors)`` — strict JSON first, then a code fence removed, the first
+    object located (string-aware) and parsed, or repaired by :mod:`json_repair` when it is not strict JSON.
+    What cannot be repaired gives None."""
     stripped = text.strip()
     try:
         return json.loads(stripped), True, []
@@ -153,12 +149,17 @@ def extract_json_object(text: str) -> tuple[object, bool, list[str]]:
     if m:
         stripped = m.group(1)
         errors.append("code fence removed")
-    candidate, complete = _scan_object(stripped)
+    candidate, complete, too_deep = _first_object(stripped)
     if not candidate:
         return None, False, [*errors, "no JSON object found"]
+    if too_deep:
+        return None, False, [*errors, f"object nested deeper than {MAX_DEPTH}"]
     if not complete:
         errors.append("truncated object closed")
-    return _loads_lenient(candidate), False, errors
+    try:
+        return json.loads(candidate), False, errors
+    except (json.JSONDecodeError, RecursionError):
+        return _repair(candidate), False, errors
 
 
 def _as_number(v: object) -> float | None:

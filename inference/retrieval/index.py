@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -40,8 +39,21 @@ from inference.retrieval.models import Embedder
 from inference.retrieval.text import chunk_text
 from inference.types import Chunk, DataError
 from training.utils.configio import to_dict
+from training.utils.run_metadata import package_versions
 
 __all__ = ["INDEX_FORMAT", "IndexHandle", "build_index", "load_index", "work_dir"]
+
+# the packages whose versions an index's meta.json records
+INDEX_PACKAGES = (
+    "evidential-rag",
+    "python",
+    "numpy",
+    "torch",
+    "faiss",
+    "bm25s",
+    "sentence-transformers",
+    "transformers",
+)
 
 INDEX_FORMAT = "evidential-rag-index/1"
 FAISS_FILE = "index.faiss"
@@ -69,29 +81,6 @@ def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-
-
-def _versions() -> dict[str, str]:
-    import bm25s
-    import faiss
-    import torch
-
-    import evidential
-
-    out = {
-        "evidential-rag": evidential.__version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "faiss": faiss.__version__,
-        "bm25s": getattr(bm25s, "__version__", "unknown"),
-    }
-    for name in ("sentence_transformers", "transformers"):
-        try:
-            out[name.replace("_", "-")] = __import__(name).__version__
-        except ImportError:  # pragma: no cover - both are dependencies
-            pass
-    return out
 
 
 def _is_index(path: Path) -> bool:
@@ -223,7 +212,6 @@ def build_index(
         ConfigError: The embedder cannot be loaded, or ``retrieval.chunk_tokens`` exceeds what it accepts.
     """
     import faiss
-    from tqdm.auto import tqdm
 
     cfg = cfg if cfg is not None else RetrievalSettings()
     rcfg = cfg.retrieval
@@ -231,6 +219,64 @@ def build_index(
     _check_output(out)
     source = open_corpus(corpus)
     t0 = time.perf_counter()
+    embedder = _checked_embedder(cfg, embedder)
+    work = work_dir(out)
+    progress = _open_progress(work, _fingerprint(source, embedder, rcfg), resume)
+    resumed_from = progress.get("shards_done", 0) if "n_chunks" in progress else None
+    if progress.get("complete"):  # finished, but stopped before it was moved into place
+        meta = json.loads((work / META_FILE).read_text(encoding="utf-8"))
+        _finish(work, out)
+        return meta
+
+    # stage 1: chunks
+    if "n_chunks" not in progress:
+        progress.update(_write_chunks(source, work, embedder, rcfg, show_progress))
+        progress["shards_done"] = 0
+        write_json(work / PROGRESS_FILE, progress)
+    n_chunks = progress["n_chunks"]
+    if n_chunks == 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise DataError(
+            f"corpus {source.spec}: no text to index ({progress['n_documents']} documents, all empty)"
+        )
+    # stage 2: embeddings, shard by shard, added to FAISS as they come
+    t_embed = time.perf_counter()
+    index, embedded = _embed_shards(work, progress, embedder, rcfg, show_progress, on_shard)
+    embed_s = time.perf_counter() - t_embed
+    # stage 3: BM25
+    _build_bm25(work, show_progress)
+    faiss.write_index(index, str(work / f".{FAISS_FILE}.tmp"))
+    os.replace(work / f".{FAISS_FILE}.tmp", work / FAISS_FILE)
+    total_s = time.perf_counter() - t0
+    meta = {
+        "format": INDEX_FORMAT,
+        "corpus": source.spec,
+        "n_documents": progress["n_documents"],
+        "n_empty_documents": progress["n_empty_documents"],
+        "n_chunks": n_chunks,
+        "n_shards": -(-n_chunks // rcfg.shard_size),
+        "resumed_from_shard": resumed_from,
+        **embedder.describe(),
+        "metric": "inner_product (cosine of L2-normalized vectors)",
+        "faiss_index": type(index).__name__,
+        "bm25": {"library": "bm25s", "method": "lucene", "k1": 1.5, "b": 0.75, "stopwords": BM25_STOPWORDS},
+        "timings_s": {"total": round(total_s, 3), "embedding": round(embed_s, 3)},
+        "chunks_embedded": embedded,
+        "chunks_per_s": round(embedded / embed_s, 2) if embedded and embed_s > 0 else None,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "versions": package_versions(*INDEX_PACKAGES),
+        "config": to_dict(cfg),
+    }
+    write_json(work / META_FILE, meta)
+    progress["complete"] = True
+    write_json(work / PROGRESS_FILE, progress)
+    _finish(work, out)
+    return meta
+
+
+def _checked_embedder(cfg: Any, embedder: Embedder | None) -> Embedder:
+    """``embedder``, or ``models.embedder`` loaded; checked to match the config and fit its chunks."""
+    rcfg = cfg.retrieval
     if embedder is None:
         embedder = Embedder(
             cfg.models.embedder,
@@ -250,7 +296,12 @@ def build_index(
             f"{embedder.max_seq_length} minus {specials} special tokens allows at most "
             f"{embedder.max_seq_length - specials}"
         )
-    fingerprint = {
+    return embedder
+
+
+def _fingerprint(source: CorpusSource, embedder: Embedder, rcfg: Any) -> dict[str, Any]:
+    """What an unfinished build must share with this one to be resumed."""
+    return {
         "format": INDEX_FORMAT,
         "corpus": source.fingerprint(),
         "embedder": embedder.name,
@@ -261,7 +312,11 @@ def build_index(
         "text_field": rcfg.text_field,
         "html": rcfg.html,
     }
-    work = work_dir(out)
+
+
+def _open_progress(work: Path, fingerprint: dict[str, Any], resume: bool) -> dict[str, Any]:
+    """The progress record of the build in ``work``: the unfinished one with the same fingerprint when
+    ``resume``, else a new one (``work`` emptied)."""
     progress: dict[str, Any] = {}
     if work.exists() and resume:
         try:
@@ -275,29 +330,25 @@ def build_index(
         work.mkdir(parents=True)
         progress = {"fingerprint": fingerprint, "shards_done": 0}
         write_json(work / PROGRESS_FILE, progress)
-    resumed_from = progress.get("shards_done", 0) if "n_chunks" in progress else None
+    return progress
 
-    if progress.get("complete"):  # finished, but stopped before it was moved into place
-        meta = json.loads((work / META_FILE).read_text(encoding="utf-8"))
-        _finish(work, out)
-        return meta
 
-    # stage 1: chunks
-    if "n_chunks" not in progress:
-        progress.update(_write_chunks(source, work, embedder, rcfg, show_progress))
-        progress["shards_done"] = 0
-        write_json(work / PROGRESS_FILE, progress)
+def _embed_shards(
+    work: Path,
+    progress: dict[str, Any],
+    embedder: Embedder,
+    rcfg: Any,
+    show_progress: bool,
+    on_shard: Callable[[int, int], None] | None,
+) -> tuple[Any, int]:
+    """Embed the chunks shard by shard (shards saved by an earlier run are reused) into a FAISS inner-product
+    index; returns ``(index, chunks embedded now)``."""
+    import faiss
+    from tqdm.auto import tqdm
+
     n_chunks = progress["n_chunks"]
-    if n_chunks == 0:
-        shutil.rmtree(work, ignore_errors=True)
-        raise DataError(
-            f"corpus {source.spec}: no text to index ({progress['n_documents']} documents, all empty)"
-        )
-
-    # stage 2: embeddings, shard by shard, added to FAISS as they come
     n_shards = -(-n_chunks // rcfg.shard_size)
     index = faiss.IndexFlatIP(embedder.dim)
-    t_embed = time.perf_counter()
     embedded = 0
     rows = _iter_chunk_rows(work / CHUNKS_FILE)
     with tqdm(total=n_chunks, desc="embedding chunks", unit="chunk", disable=not show_progress) as bar:
@@ -321,38 +372,7 @@ def build_index(
                     on_shard(i, n_shards)
             index.add(vecs)
             del vecs
-    embed_s = time.perf_counter() - t_embed
-
-    # stage 3: BM25
-    _build_bm25(work, show_progress)
-
-    faiss.write_index(index, str(work / f".{FAISS_FILE}.tmp"))
-    os.replace(work / f".{FAISS_FILE}.tmp", work / FAISS_FILE)
-    total_s = time.perf_counter() - t0
-    meta = {
-        "format": INDEX_FORMAT,
-        "corpus": source.spec,
-        "n_documents": progress["n_documents"],
-        "n_empty_documents": progress["n_empty_documents"],
-        "n_chunks": n_chunks,
-        "n_shards": n_shards,
-        "resumed_from_shard": resumed_from,
-        **embedder.describe(),
-        "metric": "inner_product (cosine of L2-normalized vectors)",
-        "faiss_index": type(index).__name__,
-        "bm25": {"library": "bm25s", "method": "lucene", "k1": 1.5, "b": 0.75, "stopwords": BM25_STOPWORDS},
-        "timings_s": {"total": round(total_s, 3), "embedding": round(embed_s, 3)},
-        "chunks_embedded": embedded,
-        "chunks_per_s": round(embedded / embed_s, 2) if embedded and embed_s > 0 else None,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "versions": _versions(),
-        "config": to_dict(cfg),
-    }
-    write_json(work / META_FILE, meta)
-    progress["complete"] = True
-    write_json(work / PROGRESS_FILE, progress)
-    _finish(work, out)
-    return meta
+    return index, embedded
 
 
 @dataclass

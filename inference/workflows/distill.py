@@ -36,7 +36,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -51,6 +50,7 @@ from tqdm.auto import tqdm
 
 from evidential.errors import ConfigError, EvidentialError
 from inference.alignment import ClaimAligner
+from inference.evaluation.metrics import spearman
 from inference.evaluators.config import EvaluatorConfig
 from inference.types import Chunk
 from training.data.annotated import (
@@ -63,6 +63,7 @@ from training.data.annotated import (
 from training.trainer.config import DataSourceConfig, TrainConfig
 from training.utils.configio import apply_overrides, build_dataclass, read_yaml_mapping
 from training.utils.io import atomic_write_text, write_json
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "CACHE_FORMAT",
@@ -525,36 +526,6 @@ def distilled_rows(
 
 
 # ---- stage 4: the report --------------------------------------------------------------------------------
-def _ranks(xs: Sequence[float]) -> list[float]:
-    order = sorted(range(len(xs)), key=xs.__getitem__)
-    ranks = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for t in range(i, j + 1):
-            ranks[order[t]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (average ranks for ties); ``None`` when either side is constant."""
-    if len(x) != len(y):
-        raise ValueError(f"spearman: {len(x)} vs {len(y)} values")
-    if len(x) < 2:
-        return None
-    rx, ry = _ranks(x), _ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx = sum((a - mx) ** 2 for a in rx)
-    syy = sum((b - my) ** 2 for b in ry)
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / math.sqrt(sxx * syy)
-
-
 def _decision(row: Sequence[float], threshold: float) -> int | None:
     if not row:
         return None
@@ -688,21 +659,6 @@ def _student_evidence(model, items: Sequence[ReportItem], batch_queries: int) ->
     return out
 
 
-def _versions() -> dict[str, str]:
-    import peft
-    import transformers
-
-    import evidential
-
-    return {
-        "evidential-rag": evidential.__version__,
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "peft": peft.__version__,
-    }
-
-
 def run_distillation(
     config: DistillConfig,
     output: str | Path,
@@ -726,8 +682,7 @@ def run_distillation(
             (tests, notebooks).
     """
     from inference.evaluators import build_evaluator, make_aligner
-    from training.learned.checkpoint import load_learned_model
-    from training.trainer.trainer import EvidentialTrainer, load_training_rows
+    from training.trainer.trainer import load_training_rows
 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -763,73 +718,16 @@ def run_distillation(
     rows_path = write_annotated(out / "distill_rows.jsonl", rows)
 
     # 3. student
-    student_cfg = copy.deepcopy(train_cfg)
-    student_cfg.data = [DataSourceConfig(name="annotated", path=str(rows_path.resolve()))]
-    trainer = EvidentialTrainer(student_cfg, out, command=command, progress=progress)
-    finished = (out / "best" / "learned_config.json").is_file() and not (
-        out / "last" / "trainer_state.json"
-    ).is_file()
-    if resume and finished and (out / "metrics.json").is_file():
-        training = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    else:
-        training = trainer.train(resume=resume and (out / "last" / "trainer_state.json").is_file())
+    device, training = _train_student(train_cfg, rows_path, out, command, progress, resume)
 
     # 4. report: agreement on validation (and on the training split: how well the student fits the
     # teacher at all), speed side by side
-    model = load_learned_model(out / "best", device=trainer.device)
-
-    def agree_on(split: str, model=model) -> dict[str, Any]:
-        part = [it for it in items if it.split == split]
-        has_labels = any(any(it.labelled) for it in part)
-        res = agreement(
-            [it.teacher for it in part],
-            _student_evidence(model, part, train_cfg.batch_queries),
-            train_cfg.support_threshold,
-            labels=[it.labels for it in part] if has_labels else None,
-            labelled=[it.labelled for it in part] if has_labels else None,
-        )
-        res["queries"] = len(part)
-        return res
-
-    agree, agree_train = agree_on("validation"), agree_on("train")
-    del model, agree_on
+    agree, agree_train = _student_agreement(out / "best", device, items, train_cfg)
     speed: dict[str, Any] = {"queries": 0, "chunks": 0}
     if tcfg.timing_queries:
-        timing = [q for q in queries if q.split == "validation" and q.chunks]
-        timing += [q for q in queries if q.split == "train" and q.chunks]
-        student = build_evaluator(
-            EvaluatorConfig(
-                name="learned",
-                checkpoint=str((out / "best").resolve()),
-                support_threshold=train_cfg.support_threshold,
-                device=str(trainer.device),
-                similarity=tcfg.evaluator.similarity,
-                similarity_threshold=tcfg.evaluator.similarity_threshold,
-                number_tolerance=tcfg.evaluator.number_tolerance,
-                max_chunk_chars=tcfg.evaluator.max_chunk_chars,
-            )
-        )
-        speed = time_side_by_side(get_teacher(), student, timing[: tcfg.timing_queries], tcfg.batch_queries)
-        speed["student_device"] = str(trainer.device)
-        speed["note"] = (
-            "teacher and student on the same queries and chunks (candidates as in the data), alternating "
-            "batch by batch in one process, after one untimed warm-up chunk each"
-        )
-    all_rows = [r for rs in outputs.values() for r in rs]
-    counts = Counter("valid" if r["valid"] else "repaired" if r["repaired"] else "failed" for r in all_rows)
+        speed = _speed(get_teacher(), out / "best", device, queries, tcfg, train_cfg)
     report = {
-        "teacher": {
-            "evaluator": tcfg.evaluator.name,
-            "identity": meta,
-            "queries": len(outputs),
-            "chunks": len(all_rows),
-            **tstats,
-            "outputs": dict(counts),
-            "stances": dict(Counter(r["stance"] for r in all_rows)),
-            "annotation_seconds_per_chunk": (
-                sum(r["teacher_seconds"] for r in all_rows) / len(all_rows) if all_rows else None
-            ),
-        },
+        "teacher": _teacher_summary(tcfg, meta, outputs, tstats),
         "data": {
             "train_queries": sum(q.split == "train" for q in queries),
             "validation_queries": sum(q.split == "validation" for q in queries),
@@ -843,8 +741,108 @@ def run_distillation(
         "command": command,
         "seed": train_cfg.seed,
         "config": config.to_dict(),
-        "versions": _versions(),
+        "versions": package_versions("evidential-rag", "python", "torch", "transformers", "peft"),
         "seconds": round(time.perf_counter() - t_start, 1),
     }
     write_json(out / "distill_report.json", report)
     return report
+
+
+def _train_student(
+    train_cfg: TrainConfig, rows_path: Path, out: Path, command: str, progress: bool, resume: bool
+) -> tuple[Any, dict[str, Any]]:
+    """Train the student on the distilled rows into ``out`` (or reuse a finished run when resuming);
+    returns ``(its device, the training metrics)``."""
+    from training.trainer.trainer import EvidentialTrainer
+
+    student_cfg = copy.deepcopy(train_cfg)
+    student_cfg.data = [DataSourceConfig(name="annotated", path=str(rows_path.resolve()))]
+    trainer = EvidentialTrainer(student_cfg, out, command=command, progress=progress)
+    finished = (out / "best" / "learned_config.json").is_file() and not (
+        out / "last" / "trainer_state.json"
+    ).is_file()
+    if resume and finished and (out / "metrics.json").is_file():
+        training = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    else:
+        training = trainer.train(resume=resume and (out / "last" / "trainer_state.json").is_file())
+    return trainer.device, training
+
+
+def _student_agreement(
+    checkpoint: Path, device: Any, items: Sequence[ReportItem], train_cfg: TrainConfig
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Teacher–student :func:`agreement` on the validation and the training split (the student loaded from
+    ``checkpoint`` and released afterwards)."""
+    from training.learned.checkpoint import load_learned_model
+
+    model = load_learned_model(checkpoint, device=device)
+
+    def agree_on(split: str) -> dict[str, Any]:
+        part = [it for it in items if it.split == split]
+        has_labels = any(any(it.labelled) for it in part)
+        res = agreement(
+            [it.teacher for it in part],
+            _student_evidence(model, part, train_cfg.batch_queries),
+            train_cfg.support_threshold,
+            labels=[it.labels for it in part] if has_labels else None,
+            labelled=[it.labelled for it in part] if has_labels else None,
+        )
+        res["queries"] = len(part)
+        return res
+
+    return agree_on("validation"), agree_on("train")
+
+
+def _speed(
+    teacher: Any,
+    checkpoint: Path,
+    device: Any,
+    queries: Sequence[TeacherQuery],
+    tcfg: TeacherConfig,
+    train_cfg: TrainConfig,
+) -> dict[str, Any]:
+    """Teacher and student timed side by side on the first ``tcfg.timing_queries`` queries with chunks
+    (validation first)."""
+    from inference.evaluators import build_evaluator
+
+    timing = [q for q in queries if q.split == "validation" and q.chunks]
+    timing += [q for q in queries if q.split == "train" and q.chunks]
+    student = build_evaluator(
+        EvaluatorConfig(
+            name="learned",
+            checkpoint=str(checkpoint.resolve()),
+            support_threshold=train_cfg.support_threshold,
+            device=str(device),
+            similarity=tcfg.evaluator.similarity,
+            similarity_threshold=tcfg.evaluator.similarity_threshold,
+            number_tolerance=tcfg.evaluator.number_tolerance,
+            max_chunk_chars=tcfg.evaluator.max_chunk_chars,
+        )
+    )
+    speed = time_side_by_side(teacher, student, timing[: tcfg.timing_queries], tcfg.batch_queries)
+    speed["student_device"] = str(device)
+    speed["note"] = (
+        "teacher and student on the same queries and chunks (candidates as in the data), alternating "
+        "batch by batch in one process, after one untimed warm-up chunk each"
+    )
+    return speed
+
+
+def _teacher_summary(
+    tcfg: TeacherConfig, meta: dict[str, Any], outputs: dict[str, list[dict]], tstats: dict[str, Any]
+) -> dict[str, Any]:
+    """The report's ``teacher`` section: identity, counts of outputs and stances, time per chunk."""
+    all_rows = [r for rs in outputs.values() for r in rs]
+    counts = Counter("valid" if r["valid"] else "repaired" if r["repaired"] else "failed" for r in all_rows)
+    return {
+        "evaluator": tcfg.evaluator.name,
+        "identity": meta,
+        "queries": len(outputs),
+        "chunks": len(all_rows),
+        **tstats,
+        "outputs": dict(counts),
+        "stances": dict(Counter(r["stance"] for r in all_rows)),
+        "annotation_seconds_per_chunk": (
+            sum(r["teacher_seconds"] for r in all_rows) / len(all_rows) if all_rows else None
+        ),
+    }

@@ -27,6 +27,7 @@ import torch
 
 from evidential.errors import ConfigError
 from training.learned.model import EvidentialEvaluatorModel, LearnedModelConfig, resolve_encoder
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "CONFIG_FILE",
@@ -67,13 +68,6 @@ class atomic_dir:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _versions() -> dict[str, str]:
-    import peft
-    import transformers
-
-    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
-
-
 def save_checkpoint(
     path: str | Path,
     model: EvidentialEvaluatorModel,
@@ -96,7 +90,12 @@ def save_checkpoint(
         )
         (tmp / CONFIG_FILE).write_text(json.dumps(model.config.to_dict(), indent=2) + "\n", encoding="utf-8")
         (tmp / CARD_FILE).write_text(
-            json.dumps({**(card or {}), "versions": _versions()}, indent=2, ensure_ascii=False) + "\n",
+            json.dumps(
+                {**(card or {}), "versions": package_versions("torch", "transformers", "peft")},
+                indent=2,
+                ensure_ascii=False,
+            )
+            + "\n",
             encoding="utf-8",
         )
         if trainer_state is not None:

@@ -38,6 +38,7 @@ from training.trainer.config import DataSourceConfig
 from training.utils.configio import apply_overrides, build_dataclass, check_fields, read_yaml_mapping
 from training.utils.gguf_cache import dequantized_gguf
 from training.utils.io import rounded, write_json
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "ADAPTER_DIR",
@@ -448,9 +449,8 @@ def build_sft_trainer(
     """
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
+    from transformers import AutoModelForCausalLM
+    from trl import SFTTrainer
 
     if model_source is None:
         if config.model.startswith("packaged:"):
@@ -461,37 +461,8 @@ def build_sft_trainer(
         model_source = ModelSource(config.model, config.gguf_file)
     rows, train_rows, val_rows = split_sft_rows(config)
     n_split = len(train_rows)
-    # rows without a human label (only a teacher's evidence, from `distill`) have no gold reply
-    train_rows = [r for r in train_rows if getattr(r, "labelled", True)]
-    n_unlabelled = n_split - len(train_rows)
-    if not train_rows:
-        raise ConfigError(
-            "the train split holds no labelled rows: lower validation_fraction or add annotated data"
-        )
-    if config.max_train_examples is not None and len(train_rows) > config.max_train_examples:
-        keep = sorted(random.Random(config.seed).sample(range(len(train_rows)), config.max_train_examples))
-        train_rows = [train_rows[i] for i in keep]
-
-    model_path, tok_path = model_source.path, config.tokenizer or model_source.path
-    try:
-        if (
-            model_source.gguf_file
-        ):  # dequantized once into a cached transformers folder, loaded like any other
-            model_path = str(dequantized_gguf(model_source.path, model_source.gguf_file))
-            tok_path = config.tokenizer or model_path
-        tokenizer = AutoTokenizer.from_pretrained(tok_path)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"could not load the tokenizer of {tok_path!r}: {str(exc).splitlines()[0]} "
-            "(offline, name a local folder, a .gguf file or a packaged model)"
-        ) from None
-    if not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(
-            f"{tok_path!r} has no chat template; the prompt evaluator needs an instruction model"
-        )
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-
+    train_rows, n_unlabelled = _labelled_train_rows(train_rows, config)
+    tokenizer, model_path = _load_tokenizer(config, model_source)
     examples = build_sft_examples(train_rows, contract, config)
     lengths = [_token_length(tokenizer, ex) for ex in examples]
     kept = [ex for ex, n in zip(examples, lengths) if n <= config.max_seq_length]
@@ -509,7 +480,76 @@ def build_sft_trainer(
         raise ConfigError(
             f"could not load model {config.model!r} ({model_path}): {str(exc).splitlines()[0]}"
         ) from None
-    lora = LoraConfig(
+    trainer = SFTTrainer(
+        model=model,
+        args=_sft_args(config, work_dir, use_cpu, dtype, progress),
+        train_dataset=Dataset.from_list([ex.to_trl() for ex in kept]),
+        processing_class=tokenizer,
+        peft_config=_lora_config(config),
+    )
+    kept_lengths = [n for n in lengths if n <= config.max_seq_length]
+    data = {
+        "sources": [dataclasses.asdict(s) for s in config.data],
+        "rows": len(rows),
+        "train_rows": n_split,
+        "validation_rows": len(val_rows),
+        "validation_fraction": config.validation_fraction,
+        "split_seed": config.split_seed,
+        "unlabelled_skipped": n_unlabelled,
+        "subsampled_to": len(train_rows) if len(train_rows) < n_split - n_unlabelled else None,
+        "examples": len(kept),
+        "dropped_longer_than_max_seq_length": len(examples) - len(kept),
+        "by_dataset": dict(Counter(ex.source_dataset or "annotated" for ex in kept)),
+        "by_stance": dict(Counter("supports" if ex.supported is not None else "irrelevant" for ex in kept)),
+        "empty_inventory": sum(1 for ex in kept if not ex.inventory),
+        "tokens": {"mean": rounded(sum(kept_lengths) / len(kept), 1), "max": max(kept_lengths)},
+    }
+    return _Prepared(trainer, kept, data, str(dtype).replace("torch.", ""))
+
+
+def _labelled_train_rows(train_rows: list, config: SFTRecipeConfig) -> tuple[list, int]:
+    """The labelled rows of the train split (subsampled to ``max_train_examples``) and how many were
+    unlabelled: rows with only a teacher's evidence (from ``distill``) have no gold reply."""
+    labelled = [r for r in train_rows if getattr(r, "labelled", True)]
+    if not labelled:
+        raise ConfigError(
+            "the train split holds no labelled rows: lower validation_fraction or add annotated data"
+        )
+    if config.max_train_examples is not None and len(labelled) > config.max_train_examples:
+        keep = sorted(random.Random(config.seed).sample(range(len(labelled)), config.max_train_examples))
+        labelled = [labelled[i] for i in keep]
+    return labelled, len(train_rows) - sum(1 for r in train_rows if getattr(r, "labelled", True))
+
+
+def _load_tokenizer(config: SFTRecipeConfig, model_source: ModelSource) -> tuple[Any, str]:
+    """``(tokenizer, model path)``; a GGUF source is dequantized once into a cached transformers folder
+    and then loaded like any other."""
+    from transformers import AutoTokenizer
+
+    model_path, tok_path = model_source.path, config.tokenizer or model_source.path
+    try:
+        if model_source.gguf_file:
+            model_path = str(dequantized_gguf(model_source.path, model_source.gguf_file))
+            tok_path = config.tokenizer or model_path
+        tokenizer = AutoTokenizer.from_pretrained(tok_path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"could not load the tokenizer of {tok_path!r}: {str(exc).splitlines()[0]} "
+            "(offline, name a local folder, a .gguf file or a packaged model)"
+        ) from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(
+            f"{tok_path!r} has no chat template; the prompt evaluator needs an instruction model"
+        )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer, model_path
+
+
+def _lora_config(config: SFTRecipeConfig) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
@@ -518,8 +558,17 @@ def build_sft_trainer(
         bias="none",
         task_type="CAUSAL_LM",
     )
+
+
+def _sft_args(
+    config: SFTRecipeConfig, work_dir: str | Path, use_cpu: bool, dtype: Any, progress: bool
+) -> Any:
+    """TRL's :class:`~trl.SFTConfig` for the recipe: no checkpoints or evaluation inside the trainer."""
+    import torch
+    from trl import SFTConfig
+
     half = dtype in (torch.bfloat16, torch.float16)
-    args = SFTConfig(
+    return SFTConfig(
         output_dir=str(work_dir),
         max_steps=config.max_steps if config.max_steps is not None else -1,
         num_train_epochs=float(config.epochs),
@@ -547,46 +596,6 @@ def build_sft_trainer(
         disable_tqdm=not progress,
         dataloader_num_workers=0,
     )
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=Dataset.from_list([ex.to_trl() for ex in kept]),
-        processing_class=tokenizer,
-        peft_config=lora,
-    )
-    data = {
-        "sources": [dataclasses.asdict(s) for s in config.data],
-        "rows": len(rows),
-        "train_rows": n_split,
-        "validation_rows": len(val_rows),
-        "validation_fraction": config.validation_fraction,
-        "split_seed": config.split_seed,
-        "unlabelled_skipped": n_unlabelled,
-        "subsampled_to": len(train_rows) if len(train_rows) < n_split - n_unlabelled else None,
-        "examples": len(kept),
-        "dropped_longer_than_max_seq_length": len(examples) - len(kept),
-        "by_dataset": dict(Counter(ex.source_dataset or "annotated" for ex in kept)),
-        "by_stance": dict(Counter("supports" if ex.supported is not None else "irrelevant" for ex in kept)),
-        "empty_inventory": sum(1 for ex in kept if not ex.inventory),
-        "tokens": {
-            "mean": rounded(sum(n for n in lengths if n <= config.max_seq_length) / len(kept), 1),
-            "max": max(n for n in lengths if n <= config.max_seq_length),
-        },
-    }
-    return _Prepared(trainer, kept, data, str(dtype).replace("torch.", ""))
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-    import platform
-
-    out = {"python": platform.python_version()}
-    for dist in ("torch", "transformers", "trl", "peft", "accelerate", "datasets"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
 
 
 def train_prompt_evaluator(
@@ -656,7 +665,9 @@ def train_prompt_evaluator(
             "config": config.to_dict(),
             "seed": config.seed,
             "command": command,
-            "versions": _versions(),
+            "versions": package_versions(
+                "python", "torch", "transformers", "trl", "peft", "accelerate", "datasets"
+            ),
         }
         if trainer.is_world_process_zero():
             with atomic_dir(output / ADAPTER_DIR) as tmp:
