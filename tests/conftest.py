@@ -23,8 +23,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # one torch thread per pytest-xdist worker: `dev.py test` runs one worker per core, and torch's own
-    # threads on top of that would only compete for the same cores
+    # threads on top of that would only compete for the same cores. Subprocesses (CLI and training runs)
+    # get the same count, so that a result computed in-process and one computed by a subprocess reduce in
+    # the same order (the resume test compares weights bit for bit).
     torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,7 @@ class EvidentialEvaluatorModel(nn.Module):
         if not getattr(tokenizer, "is_fast", False):
             raise ConfigError(f"model.encoder {config.encoder!r} needs a fast tokenizer (offsets for spans)")
         self.tokenizer = tokenizer
+        self._tokenizer_lock = threading.Lock()
         if encoder is None:
             try:
                 encoder = AutoModel.from_pretrained(path)
@@ -308,17 +310,18 @@ class EvidentialEvaluatorModel(nn.Module):
                 text += c
             firsts.append(text)
             ranges.append(spans)
-        enc = self.tokenizer(
-            firsts,
-            chunks,
-            # the chunk is cut first; a first segment longer than the rest is cut too (never an error):
-            # claims that lose all their tokens get no evidence (evidence_matrices groups claims to avoid it)
-            truncation="longest_first",
-            max_length=self.config.max_length,
-            padding=True,
-            return_offsets_mapping=True,
-            return_tensors="pt",
-        )
+        with self._tokenizer_lock:  # a fast tokenizer's padding/truncation state is shared by threads
+            enc = self.tokenizer(
+                firsts,
+                chunks,
+                # the chunk is cut first; a first segment longer than the rest is cut too (never an error):
+                # claims that lose all their tokens get no evidence (evidence_matrices groups claims to avoid it)
+                truncation="longest_first",
+                max_length=self.config.max_length,
+                padding=True,
+                return_offsets_mapping=True,
+                return_tensors="pt",
+            )
         seq = torch.full(enc["input_ids"].shape, -1, dtype=torch.long)
         for n in range(len(firsts)):
             ids = enc.sequence_ids(n)
@@ -411,15 +414,15 @@ class EvidentialEvaluatorModel(nn.Module):
     def claim_groups(self, query: str, claims: list[str]) -> list[list[int]]:
         """Split a frame's claim indices into groups whose listing fits half of ``max_length`` next to the
         query, so that the chunk keeps at least half of the token budget (usually one group)."""
-        budget = (
-            self.config.max_length // 2
-            - len(self.tokenizer(query, add_special_tokens=False)["input_ids"])
-            - 3
-        )
+        with self._tokenizer_lock:
+            lengths = [
+                len(ids) for ids in self.tokenizer([query, *claims], add_special_tokens=False)["input_ids"]
+            ]
+        budget = self.config.max_length // 2 - lengths[0] - 3
         groups: list[list[int]] = [[]]
         used = 0
-        for j, c in enumerate(claims):
-            n = len(self.tokenizer(c, add_special_tokens=False)["input_ids"]) + 1
+        for j, n_tokens in enumerate(lengths[1:]):
+            n = n_tokens + 1
             if groups[-1] and used + n > budget:
                 groups.append([])
                 used = 0

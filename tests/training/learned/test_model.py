@@ -139,3 +139,22 @@ def test_a_frame_too_long_for_one_row_is_listed_over_several(model):
         alone = model.evidence_matrices(["Which candidate is right?"], [["short"]], [[claims[5]]])[0]
     assert ev.shape == (2, 8) and bool((ev > 0).all())  # every claim got its tokens (none truncated away)
     assert 0 < float(alone[0, 0])
+
+
+def test_tokenize_is_safe_from_concurrent_threads(model):
+    """Server threads share one model: a call without padding (``claim_groups``) must not switch padding off
+    under a concurrent batched ``tokenize`` (it did: "expected sequence of length 138 at dim 1 (got 123)")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    batch = (["a question about the album"] * 64, [("word " * n) for n in range(64)], [["alpha", "beta"]] * 64)
+    expected = model.tokenize(*batch)["input_ids"]
+
+    def job(i: int):
+        if i % 2:
+            return model.claim_groups("a question", ["alpha", "beta gamma"])
+        return model.tokenize(*batch)["input_ids"]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(job, range(200)))
+    assert all(r == [[0, 1]] for r in results[1::2])
+    assert all(torch.equal(ids, expected) for ids in results[::2])
