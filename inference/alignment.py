@@ -1,6 +1,6 @@
 """Claim alignment: merge equivalent surface forms of candidate answers into one claim of the frame.
 
-Step 2 of the method (DESIGN.md §1): the aligned candidates form the frame ``Θ_q = {a_1..a_M}`` over which
+Step 2 of the method (``docs/method.md``): the aligned candidates form the frame ``Θ_q = {a_1..a_M}`` over which
 opinions (Eqs 2-6) and fusion (Eqs 7-14) are computed. Alignment is *conservative*: when unsure, do not
 merge, because merging two incompatible values would turn a real conflict into fake agreement.
 

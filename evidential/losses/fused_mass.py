@@ -1,4 +1,4 @@
-"""The query-level loss through conflict-preserving fusion."""
+"""The query-level loss: cross-entropy of the fused masses, differentiated through the fusion fold."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ class FusedMassLoss(nn.Module):
     must leave the query uncertain. The math is :func:`~evidential.losses.functional.fused_mass_loss`.
 
     Args:
-        lam: λ of the λ-rule (the share of conflict that stays on the singletons).
+        lam: λ of the λ-rule: the share of each step's conflict ``K`` transferred to ``Θ`` (``m(Θ) = h + λK``);
+            the remaining ``(1 − λ)K`` is redistributed to the singletons. A larger λ leaves more of a
+            conflict as uncertainty. Ignored by ``"yager"`` (λ = 1) and ``"dempster"``.
         rule: ``"lambda"``, ``"yager"`` or ``"dempster"``.
         eps: Floor inside the log.
         reduction: ``"mean"`` over counted queries, ``"sum"`` or ``"none"``.

@@ -1,7 +1,7 @@
 """llama.cpp backend (llama-cpp-python): GGUF models on CPU, JSON-schema output through GBNF grammars.
 
-The optional extra ``llamacpp`` (``pip install 'evidential-rag[llamacpp]'``) builds llama.cpp from source
-(8 min 20 s measured on 2 cores), so ``llama_cpp`` is imported only when this backend is chosen.
+The optional extra ``llamacpp`` (``pip install 'evidential-rag[llamacpp]'``) builds llama.cpp from source;
+``llama_cpp`` is imported only when this backend is chosen.
 
 Batching: llama-cpp-python has no batched chat-completion API, so :meth:`LlamaCppBackend.generate` runs
 the prompts of a batch one after another inside the call. The call still counts as ONE pass
@@ -11,9 +11,8 @@ Prefix reuse without history: consecutive prompts that share a prefix (system pr
 llama.cpp's KV cache for it, so mostly their differing tails are evaluated. llama-cpp-python on its own
 reuses the longest common prefix, which makes a completion depend on what ran before: the tail is then
 evaluated in other batches than in a fresh run (a repeated prompt re-evaluates only its last token), the
-CPU kernels round differently for another batch shape, and greedy decoding can take another path (seen on
-0.3.36: "The answer is 4." after the same prompt had run, "The answer to this classic math problem is 4."
-fresh). This backend evaluates every prompt in blocks of ``PREFIX_BLOCK`` tokens aligned to position 0
+CPU kernels round differently for another batch shape, and greedy decoding can take another path. This
+backend evaluates every prompt in blocks of ``PREFIX_BLOCK`` tokens aligned to position 0
 (``n_batch = n_ubatch = PREFIX_BLOCK``) and reuses the cache only up to a block boundary
 (:func:`reusable_prefix`), so each block is computed exactly as in a fresh run: a completion, and its
 log-probabilities, depend only on its prompt and config, bit for bit.
@@ -30,10 +29,9 @@ SmolLM2's is ChatML.
 
 Threads: ``backend.n_threads=None`` uses every core this process may use, for prompt and generation
 alike. llama.cpp's worker threads spin-wait (OpenMP), so when other processes compete for those cores one
-step can wait for a descheduled thread: on a shared 2-core machine 2 threads ran 10-30x slower than 1.
-Set ``n_threads`` below the number of free cores there, or ``OMP_WAIT_POLICY=PASSIVE`` before the process
-starts (it must be in the environment before torch or llama.cpp loads libgomp; it costs ~2x per token when
-the cores are free).
+step can wait for a descheduled thread, and decoding slows down many times over. Set ``n_threads`` below
+the number of free cores there, or ``OMP_WAIT_POLICY=PASSIVE`` before the process starts (it must be in the
+environment before torch or llama.cpp loads libgomp; it makes each token slower when the cores are free).
 
 Token log-probabilities: llama-cpp-python only reports ``logprobs`` for models loaded with
 ``logits_all=True``, which keeps an ``n_ctx x n_vocab`` float32 matrix (about 0.8 GB for SmolLM2 at

@@ -3,7 +3,7 @@
 An evaluator turns a query and its retrieved chunks into one :class:`~inference.types.ChunkEvidence` per
 chunk (a *logical decision*) over an aligned claim frame, plus the evidence tensor ``[k, M]`` ready for
 :func:`evidential.opinions_from_evidence`. Evaluators are chosen by name through :data:`EVALUATORS`
-(``prompt``; ``learned`` plugs in with the same protocol).
+(``prompt``, ``learned``).
 """
 
 from __future__ import annotations

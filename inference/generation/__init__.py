@@ -1,4 +1,4 @@
-"""Generation of the routed answer (paper §3.5, DESIGN.md §1 step 5), chosen by name through
+"""Generation of the routed answer (paper §3.5; routing, Eq 15), chosen by name through
 :data:`GENERATORS`: ``llm`` (an instruction LLM writes every route, template fallback) and ``template``
 (deterministic, no model)."""
 

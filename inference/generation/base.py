@@ -1,6 +1,6 @@
 """The generator interface (paper §3.5): what a generator reads, what it writes, and the registry.
 
-The generator writes the user-facing answer of a routed query (DESIGN.md §1 step 5). It receives the query,
+The generator writes the user-facing answer of a routed query (route of Eq 15). It receives the query,
 the ranked evidence summary (the aligned claims with their fused masses and supporting chunk ids), the
 fused uncertainty ``U_global`` (Eqs 13-15) with its ignorance and conflict parts, the selected claim (Eq 27)
 and the retrieved chunks. Every generator answers a *batch* of queries at once; an LLM generator makes ONE

@@ -1,6 +1,6 @@
 """Retrieval: corpus → token chunks → FAISS + BM25 index; dense / BM25 / hybrid retrievers; cross-encoder reranking.
 
-Paper setting (DESIGN.md §1): dense retrieval with BAAI/bge-large-en-v1.5 (with its query instruction), reranked
+Paper setting (``configs/paper.yaml``): dense retrieval with BAAI/bge-large-en-v1.5 (with its query instruction), reranked
 by BAAI/bge-reranker-v2-m3 to the top k = 5. CPU default: the packaged all-MiniLM-L6-v2, no reranker (none
 ships offline; :attr:`Retriever.info` records ``reranked: false``).
 

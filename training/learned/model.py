@@ -1,14 +1,14 @@
 """The learned evaluator's model: a transformer encoder + peft LoRA + an evidential head and a span head.
 
-* **One encoder pass per batch.** Every chunk is encoded once as ``[CLS] query [SEP] chunk [SEP]`` and
-  every candidate claim once on its own; both kinds of sequence go through the encoder in ONE padded
-  batch, so a query's ``k × M`` (chunk, claim) pairs cost one batched pass over ``k + M`` short sequences
-  instead of ``k · M`` cross-encodings.
-* **Evidence** for (chunk ``i``, claim ``j``) comes from a late interaction of the two encodings:
-  ColBERT-style MaxSim of the claim's tokens against the chunk's tokens (is the claim stated here?), a
+* **One encoder pass per batch.** Every chunk is encoded once as
+  ``[CLS] query [SEP] claim_1 ; … ; claim_M [SEP] chunk [SEP]`` (the query's claims listed before the
+  chunk), so a query's ``k × M`` (chunk, claim) pairs cost one batched pass over ``k`` sequences instead of
+  ``k · M`` cross-encodings.
+* **Evidence** for (chunk ``i``, claim ``j``) comes from a late interaction of the claim's tokens with the chunk's
+  tokens in that encoding: ColBERT-style MaxSim of the claim's tokens against the chunk's tokens (is the claim stated here?), a
   claim-conditioned attention pooling of the chunk tokens, and the query-aware chunk summary; an MLP maps
-  them to ``e_ij ≥ 0`` (softplus, or clamped exp). Row ``e_i ∈ R^M`` is Eq 2's ``n_{i,·}`` over the aligned
-  frame, ready for :func:`evidential.opinions_from_evidence`.
+  them to ``e_ij ≥ 0`` (softplus, or clamped exp). Row ``e_i ∈ R^M`` is the chunk's evidence over the aligned
+  frame (Eq 2: ``α_i = e_i + 1``), ready for :func:`evidential.opinions_from_evidence`.
 * **Claims**: an extractive span head over the same chunk encodings (start/end logits, SQuAD-2 style: the
   ``[CLS]`` position means "no answer in this chunk"); yes/no questions get the fixed candidates
   ``{yes, no}``; candidates from any other source may be passed in instead.

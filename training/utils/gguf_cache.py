@@ -1,10 +1,9 @@
 """Dequantized copies of GGUF models for transformers, converted once and kept on disk.
 
 transformers reads a GGUF file by dequantizing every tensor and rebuilding the tokenizer in Python on every
-load: the packaged SmolLM2-135M-Instruct Q4_1 takes 27 s that way on a 2-core CPU (tokenizer 5.6 s, weights
-21 s). :func:`dequantized_gguf` does it once and saves the result as an ordinary transformers folder
-(float32 safetensors, tokenizer files, chat template), which loads in under a second with the same weights
-and tokenizer, bit for bit.
+load, which is slow. :func:`dequantized_gguf` does it once and saves the result as an ordinary transformers
+folder (float32 safetensors, tokenizer files, chat template), which loads like any transformers checkpoint,
+with the same weights and tokenizer, bit for bit.
 
 The copies live under ``$EVIDENTIAL_RAG_CACHE`` (default ``$XDG_CACHE_HOME/evidential-rag``, else
 ``~/.cache/evidential-rag``), in ``gguf/<file stem>-<key>/``; the key hashes the GGUF file's resolved path, size
