@@ -1,8 +1,8 @@
 """From an evaluation to the answer record: opinions → fusion → routing → a templated response.
 
-The pipeline issue adds retrieval and an LLM generator; this module is the part every entry point shares:
+This module is the part every entry point shares:
 it fuses an :class:`~inference.evaluators.base.EvaluationResult`, routes it and renders the answer record
-(DESIGN.md §3). ``response`` comes from the deterministic template of the route
+(docs/data.md). ``response`` comes from the deterministic template of the route
 (:func:`inference.generation.template_response`, re-exported here); an LLM generator's answer replaces it
 through :func:`inference.generation.attach_generation`.
 """
@@ -180,7 +180,7 @@ _OPTIONAL = ("calibrated_confidence", "calibration", "generation", "retrieval", 
 
 @dataclass
 class AnswerRecord:
-    """The answer record (DESIGN.md §3) as a typed object; :meth:`to_dict` is the JSON form.
+    """The answer record (docs/data.md) as a typed object; :meth:`to_dict` is the JSON form.
 
     The fields up to ``fusion`` are always present (:func:`build_answer_record`); the pipeline adds
     ``calibrated_confidence`` and ``calibration`` (with a calibration file), ``generation`` (the generator's

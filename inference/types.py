@@ -1,4 +1,4 @@
-"""Data contracts shared by evaluators, the pipeline and training (DESIGN.md §3)."""
+"""Data contracts shared by evaluators, the pipeline and training (docs/data.md)."""
 
 from __future__ import annotations
 

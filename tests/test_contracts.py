@@ -46,7 +46,9 @@ def test_ask_json_record_keys_are_unchanged(tmp_path):
     record = json.loads(SAMPLE_PATH.read_text(encoding="utf-8").splitlines()[0])
     chunks = tmp_path / "chunks.jsonl"
     chunks.write_text(
-        "".join(json.dumps({"id": f"d{i}", "text": d["text"]}) + "\n" for i, d in enumerate(record["documents"])),
+        "".join(
+            json.dumps({"id": f"d{i}", "text": d["text"]}) + "\n" for i, d in enumerate(record["documents"])
+        ),
         encoding="utf-8",
     )
     args = ["ask", record["question"], "--chunks", str(chunks), "--json", "--set", "generator.name=template"]

@@ -57,7 +57,8 @@ import numpy as np
 
 from evidential.errors import EvidentialError
 from inference.evaluation.judges import JUDGE_LABELS
-from inference.evaluation.metrics import CONFLICT_BEHAVIOURS, cohens_kappa, format_number
+from inference.evaluation.metrics import CONFLICT_BEHAVIOURS, cohens_kappa
+from inference.evaluation.report.tables import format_number
 from inference.io import atomic_write_text, rounded, write_json, write_jsonl
 
 __all__ = [

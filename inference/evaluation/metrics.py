@@ -48,7 +48,6 @@ __all__ = [
     "exact_match",
     "expected_calibration_error",
     "format_mean_std",
-    "format_number",
     "hallucination_rate",
     "is_refusal",
     "mean_std",
@@ -595,18 +594,6 @@ def format_mean_std(mean: float, std: float, digits: int = 3) -> str:
     '0.512 ± 0.013'
     """
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def format_number(x: float | None, digits: int = 3, signed: bool = False) -> str:
-    """A table cell: ``x`` with ``digits`` decimals (with a sign when ``signed``); ``"–"`` for a missing or
-    NaN value.
-
-    >>> format_number(0.51234), format_number(0.25, 2, signed=True), format_number(None)
-    ('0.512', '+0.25', '–')
-    """
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:

@@ -5,7 +5,7 @@ LLM generator share one backend when they name the same model) and answers one q
 batch mode the evaluator and the generator each make ONE batched call for all the questions, so the prompt
 evaluator + LLM generator cost ``k + 1`` logical decisions and 2 batched passes per query.
 
-The answer record is :func:`inference.answer.answer_record`'s (DESIGN.md §3) plus the generator's
+The answer record is :func:`inference.answer.answer_record`'s plus the generator's
 ``response``/``cited_chunk_ids``/``generation`` block, ``retrieval`` (retriever, reranker — ``null`` with
 ``reranked: false`` on the CPU default — and the retrieved chunks' ids and scores), per-stage ``timings``
 (``retrieve``, ``extract``, ``evaluate``, ``align``, ``fuse_route``, ``generate``), ``logical_decisions`` and

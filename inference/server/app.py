@@ -7,7 +7,7 @@ Endpoints:
 
 * ``POST /ask`` — JSON body ``{"question": str, "chunks": [{"id", "text", "source"?, "rank"?, "score"?}]?,
   "evaluator": "prompt" | "learned"?, "candidates": [str]?, "lam"?, "tau1"?, "tau2"?, "rule"?, "policy"?}``.
-  Returns the answer record of :meth:`EvidentialRAG.ask` (DESIGN.md §3) unchanged; a ``Server-Timing``
+  Returns the answer record of :meth:`EvidentialRAG.ask` unchanged; a ``Server-Timing``
   header gives the queue wait and the model time. Without ``chunks`` the server's index (``--index``) is
   searched; chunks without ``rank`` keep their order (as ``ask --chunks``). The fusion overrides replace
   the run config's ``fusion`` fields for this request only and are validated like the config

@@ -17,7 +17,7 @@ def request_models(s: "ServerConfig") -> tuple[type[BaseModel], type[BaseModel]]
     """The request models, with the limits of ``s`` as field constraints."""
 
     class ChunkIn(BaseModel):
-        """A retrieved chunk (DESIGN.md §3)."""
+        """A retrieved chunk."""
 
         model_config = ConfigDict(extra="forbid", strict=True)
 

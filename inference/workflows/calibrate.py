@@ -74,7 +74,7 @@ def parse_data_spec(spec: str) -> tuple[list[Any], dict[str, Any]]:
 
     Accepted forms:
 
-    * ``FILE.jsonl`` — an annotated-chunk file (DESIGN.md §3);
+    * ``FILE.jsonl`` — an annotated-chunk file (docs/data.md);
     * ``NAME:PATH`` — a registered builder over a benchmark file (``ramdocs:../shared/data/ramdocs/RAMDocs_test.jsonl``)
       or ``annotated:PATH``;
     * ``{name: ramdocs, path: ..., limit: 100, options: {labeling: stance}}`` — a YAML/JSON mapping with the

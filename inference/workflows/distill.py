@@ -1,6 +1,6 @@
 """Distillation: train the learned evaluator on a teacher evaluator's outputs instead of human labels.
 
-The paper's stated future work (DESIGN.md §1, "Beyond the paper"). ``evidential-rag distill`` runs four
+The paper's stated future work. ``evidential-rag distill`` runs four
 stages into one output folder ``DIR``:
 
 1. **Teacher** (:func:`run_teacher`): the teacher evaluator (by default the ``prompt`` evaluator on the

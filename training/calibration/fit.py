@@ -14,7 +14,7 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    a single scale cannot change it. Objective: the mean log loss (NLL) of the Eq 27 confidence
    ``max_j m⁽ᵏ⁾({a_j})`` against "the selected claim is a gold claim", over queries with a gold reference,
    at the configured λ — a proper scoring rule (temperature scaling, Guo et al. 2017), smooth in the
-   parameters and free of the binning that makes ECE a noisy objective on ~100 queries.
+   parameters and free of the binning that makes ECE a noisy objective on small validation sets.
 2. **λ and (τ1, τ2)** (:func:`fit_thresholds`), with the scale fixed: a grid search maximizing route
    accuracy against :func:`training.trainer.trainer.expected_route` (the behaviour the labels call for), ties
    broken by the ECE (15 equal-width bins) of the fused confidence, then by closeness to the configured

@@ -1,4 +1,4 @@
-"""The annotated-chunk format (DESIGN.md §3): the user-facing contract of learned-evaluator training data.
+"""The annotated-chunk format (docs/data.md): the user-facing contract of learned-evaluator training data.
 
 One JSON object per line::
 
@@ -60,7 +60,7 @@ class TrainingDataError(EvidentialError):
 
 @dataclass
 class AnnotatedChunk:
-    """One (query, chunk) training example (DESIGN.md §3)."""
+    """One (query, chunk) training example of the annotated-chunk format."""
 
     query: str
     chunk: str

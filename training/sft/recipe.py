@@ -1,7 +1,7 @@
 """TRL SFT recipe for the prompt evaluator: LoRA-fine-tune an instruction LLM on the evaluator's own contract.
 
 Every training pair is (the prompt the prompt evaluator sends for a chunk → the gold JSON reply the contract
-asks for), built from annotated chunks (DESIGN.md §3) with the *same* contract the evaluator uses at
+asks for), built from annotated chunks (docs/data.md) with the *same* contract the evaluator uses at
 inference, so that the adapter drops into it (``evaluator.backend.lora_path``; transformers loads it with
 peft, vLLM with a ``LoRARequest``). Loss is on the assistant's JSON only (TRL prompt-completion data with
 ``completion_only_loss``).

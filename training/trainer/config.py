@@ -40,7 +40,7 @@ class DataSourceConfig:
     name: str = field(
         default="annotated",
         metadata={
-            "help": "'annotated' (an annotated-chunk JSONL, DESIGN.md §3) or a builder: ramdocs, wikicontradict, conflictqa, musique."
+            "help": "'annotated' (an annotated-chunk JSONL, docs/data.md) or a builder: ramdocs, wikicontradict, conflictqa, musique."
         },
     )
     path: str = field(

@@ -4,48 +4,18 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from inference.evaluation import metrics as M
 from inference.evaluation.report.stats import ROUTES
+from training.calibration.reliability import plot_reliability, pyplot, save_png
 
-__all__ = ["RELIABILITY_BINS", "reliability_points", "save_png", "write_plots"]
+__all__ = ["RELIABILITY_BINS", "write_plots"]
 
 #: Equal-width confidence bins of the reliability diagram (the ECE's bins).
 RELIABILITY_BINS = 15
-
-
-def save_png(fig, path: Path) -> None:
-    """Save ``fig`` as ``path`` (120 dpi, tight) through a temporary file in the same folder, so that a
-    reader never sees a half-written PNG."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def reliability_points(
-    confidence: np.ndarray, correct: np.ndarray, n_bins: int = RELIABILITY_BINS
-) -> tuple[list[float], list[float]]:
-    """Per non-empty equal-width bin ``(lo, hi]`` of the confidence (a confidence of 0 in the first bin),
-    the mean confidence and the accuracy; returns ``(xs, ys)`` in bin order."""
-    bins = np.clip(np.ceil(confidence * n_bins).astype(int) - 1, 0, n_bins - 1)
-    xs, ys = [], []
-    for b in range(n_bins):
-        sel = bins == b
-        if sel.any():
-            xs.append(confidence[sel].mean())
-            ys.append(correct[sel].mean())
-    return xs, ys
 
 
 def _reliability(plt, out_dir: Path, per_system: dict[str, list[dict]]) -> str:
@@ -61,11 +31,10 @@ def _reliability(plt, out_dir: Path, per_system: dict[str, list[dict]]) -> str:
             continue
         conf = np.array([c for c, _ in pts])
         corr = np.array([k for _, k in pts], dtype=float)
-        xs, ys = reliability_points(conf, corr)
-        ax.plot(xs, ys, "o-", label=f"{name} (ECE {M.expected_calibration_error(conf, corr):.3f})")
+        plot_reliability(ax, name, conf, corr, n_bins=RELIABILITY_BINS, style="line")
     ax.set(xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1), title="Reliability diagram")
     ax.legend(fontsize=8)
-    save_png(fig, out_dir / "reliability.png")
+    save_png(fig, out_dir / "reliability.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return "reliability.png"
 
@@ -85,7 +54,7 @@ def _hallucination_crr(plt, out_dir: Path, metrics: dict[str, Any]) -> str:
     ax.set_xticks(np.arange(len(names)), names)
     ax.set(ylim=(0, 1), ylabel="rate", title="Hallucination and conflict resolution")
     ax.legend(fontsize=8)
-    save_png(fig, out_dir / "hallucination_crr.png")
+    save_png(fig, out_dir / "hallucination_crr.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return "hallucination_crr.png"
 
@@ -107,18 +76,14 @@ def _routes_over_u(plt, out_dir: Path, per_system: dict[str, list[dict]]) -> str
     ax.set(xlabel="fused uncertainty U", ylabel="questions", title="Routes over U")
     if plotted:
         ax.legend(fontsize=7)
-    save_png(fig, out_dir / "routes_over_u.png")
+    save_png(fig, out_dir / "routes_over_u.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return "routes_over_u.png"
 
 
 def write_plots(out_dir: Path, per_system: dict[str, list[dict]], metrics: dict[str, Any]) -> list[str]:
     """Write the three plots into ``out_dir``; returns their file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     return [
         _reliability(plt, out_dir, per_system),
         _hallucination_crr(plt, out_dir, metrics),

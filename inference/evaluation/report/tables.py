@@ -17,9 +17,15 @@ def format_cell(cell: dict[str, float | None] | None, digits: int = 3) -> str:
     return M.format_mean_std(cell["mean"], cell["std"] or 0.0, digits)
 
 
-def format_number(x: float | None, digits: int = 3) -> str:
-    """``x`` with ``digits`` decimals; "–" for ``None`` or NaN."""
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+def format_number(x: float | None, digits: int = 3, signed: bool = False) -> str:
+    """A table cell: ``x`` with ``digits`` decimals (with a sign when ``signed``); "–" for ``None`` or NaN.
+
+    >>> format_number(0.51234), format_number(0.25, 2, signed=True), format_number(None)
+    ('0.512', '+0.25', '–')
+    """
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
 def format_pvalue(p_values: dict, name: str, metric: str) -> str:

@@ -578,12 +578,3 @@ def test_spearman_properties(pairs):
 def test_is_refusal_catches_echoed_abstain_instruction(text):
     # how SmolLM2 answers on the abstain route (seen in a real evaluation run on RAMDocs)
     assert is_refusal(text)
-
-
-def test_format_number():
-    from inference.evaluation.metrics import format_number
-
-    assert format_number(0.51234) == "0.512"
-    assert format_number(0.5, 1) == "0.5"
-    assert format_number(0.25, 2, signed=True) == "+0.25" and format_number(-0.25, 2, signed=True) == "-0.25"
-    assert format_number(None) == "–" and format_number(float("nan")) == "–"

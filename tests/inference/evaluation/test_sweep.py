@@ -46,7 +46,7 @@ def test_evidence_batch_rebuilds_padded_tensors():
     res = fuse(opinions_from_evidence(b.evidence, b.claim_mask, b.chunk_mask), lam=0.6)
     own = fuse(opinions_from_evidence(torch.tensor([[2.0]], dtype=torch.float64)), lam=0.6)
     assert res.uncertainty[1].item() == pytest.approx(own.uncertainty.item())
-    # Yager on the test vector of DESIGN.md §1 (b = (0.6, 0) and (0, 0.6) ⇔ e = 3 with M = 2)
+    # Yager on the worked example of docs/method.md (b = (0.6, 0) and (0, 0.6) ⇔ e = 3 with M = 2)
     y = fuse(opinions_from_evidence(b.evidence[:1], b.claim_mask[:1], b.chunk_mask[:1]), rule="yager")
     assert y.belief[0].tolist() == pytest.approx([0.24, 0.24]) and y.uncertainty.item() == pytest.approx(0.52)
     assert route(y, 0.35, 0.65).names == ["conflict"]

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 from evidential import fuse, opinions_from_evidence
 from inference.calibration import evaluator_identity, load_calibration
 from inference.cli import app
-from inference.workflows.calibrate import calibrate, parse_data_spec
 from inference.config import load_config
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.types import ChunkEvidence
+from inference.workflows.calibrate import calibrate, parse_data_spec
 from training.calibration import Calibration, CalibrationError, checkpoint_fingerprint
 from training.learned.checkpoint import resolve_checkpoint
 

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from inference.alignment import ClaimAligner
 from inference.cli import app
-from inference.workflows.sources import data_source
 from inference.evaluators import build_evaluator
 from inference.evaluators.config import EvaluatorConfig
 from inference.workflows.distill import (
@@ -26,6 +25,7 @@ from inference.workflows.distill import (
     spearman,
     teacher_queries,
 )
+from inference.workflows.sources import data_source
 from training.data.annotated import load_annotated
 from training.data.benchmarks import build_ramdocs
 from training.trainer.config import TrainConfig

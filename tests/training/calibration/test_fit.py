@@ -75,7 +75,7 @@ def test_calibration_data_pads_and_checks():
 
 
 def test_fused_outputs_design_vector_and_scale_sweep():
-    # DESIGN.md test vector: b¹ = (0.6, 0), b² = (0, 0.6), u = 0.4 → Yager b = (0.24, 0.24), U = 0.52
+    # the worked example of docs/method.md: b¹ = (0.6, 0), b² = (0, 0.6), u = 0.4 → Yager b = (0.24, 0.24), U = 0.52
     d = CalibrationData.from_queries([torch.tensor([[3.0, 0.0], [0.0, 3.0]])], [[0]], ["conflict"])
     res, conf, correct = fused_outputs(d, 1.0, 1.0, lam=1.0)
     assert res.uncertainty.item() == pytest.approx(0.52) and conf.item() == pytest.approx(0.24)

@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from evidential.errors import ConfigError
 from inference.backends.base import Generation
 from inference.cli import app
-from inference.workflows.sft import resolve_sft_model, sft_contract
 from inference.evaluators import PromptEvaluator
 from inference.evaluators.contract import CONTRACT_VERSION, EVIDENCE_MAX, OUTPUT_SCHEMA, gold_output
 from inference.evaluators.parsing import parse_decision
 from inference.types import Chunk
+from inference.workflows.sft import resolve_sft_model, sft_contract
 from training.data.benchmarks import build_dataset
 from training.sft.recipe import (
     ADAPTER_DIR,

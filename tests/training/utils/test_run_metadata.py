@@ -6,8 +6,17 @@ from training.utils.run_metadata import package_versions
 
 
 def test_package_versions_of_distributions_import_names_and_specials():
-    v = package_versions("torch", "faiss", "python", "evidential-rag", "sentence-transformers", "no-such-pkg-xyz")
-    assert list(v) == ["torch", "faiss", "python", "evidential-rag", "sentence-transformers", "no-such-pkg-xyz"]
+    v = package_versions(
+        "torch", "faiss", "python", "evidential-rag", "sentence-transformers", "no-such-pkg-xyz"
+    )
+    assert list(v) == [
+        "torch",
+        "faiss",
+        "python",
+        "evidential-rag",
+        "sentence-transformers",
+        "no-such-pkg-xyz",
+    ]
     assert v["torch"] == md.version("torch")
     assert v["faiss"] == md.version("faiss-cpu")  # import name -> its distribution
     assert v["python"] == platform.python_version()

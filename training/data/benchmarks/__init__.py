@@ -1,4 +1,4 @@
-"""Readers of the real benchmarks in ``../shared/data`` (DESIGN.md §4): one module per dataset.
+"""Readers of the real benchmark records (by default in ``../shared/data``): one module per dataset.
 
 Each reader validates a record once and turns it into both outputs: annotated-chunk training rows
 (:class:`~training.data.annotated.AnnotatedChunk`, builders chosen by name through :data:`BUILDERS`) and

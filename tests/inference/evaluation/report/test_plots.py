@@ -6,13 +6,18 @@ import numpy as np
 import pytest
 
 from inference.evaluation.report import aggregate
-from inference.evaluation.report.plots import reliability_points, write_plots
+from inference.evaluation.report.plots import RELIABILITY_BINS, write_plots
+from training.utils.metrics import reliability_bins
 
 
-def test_reliability_points_hand_checked():
+def test_reliability_bins_of_the_plot_hand_checked():
+    """The report's reliability curve is drawn from the shared ECE bins."""
+    assert RELIABILITY_BINS == 15
     conf = np.array([0.0, 0.05, 0.5, 0.52, 1.0])
     corr = np.array([0.0, 1.0, 1.0, 0.0, 1.0])
-    xs, ys = reliability_points(conf, corr, n_bins=10)
+    bins = reliability_bins(conf, corr, n_bins=10)
+    has = bins.count > 0
+    xs, ys = list(bins.confidence[has]), list(bins.accuracy[has])
     # bins (0, 0.1] (0 joins the first), (0.4, 0.5], (0.5, 0.6], (0.9, 1.0]
     assert xs == pytest.approx([0.025, 0.5, 0.52, 1.0])
     assert ys == pytest.approx([0.5, 1.0, 0.0, 1.0])

@@ -25,3 +25,10 @@ def test_markdown_table():
         "| system | F1 |\n|---|---|\n| naive | 0.5 |\n| rag | – |"
     )
     assert markdown_table(["a"], []) == "| a |\n|---|"
+
+
+def test_format_number_signed_and_missing():
+    assert format_number(0.51234) == "0.512"
+    assert format_number(0.5, 1) == "0.5"
+    assert format_number(0.25, 2, signed=True) == "+0.25" and format_number(-0.25, 2, signed=True) == "-0.25"
+    assert format_number(None) == "–" and format_number(float("nan")) == "–"
