@@ -40,6 +40,7 @@ from inference.evaluation.report import write_report
 from inference.evaluation.rows import instance_scores, load_rows
 from inference.io import rounded, write_json, write_jsonl
 from inference.types import Chunk, DataError
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "EvaluateOptions",
@@ -343,7 +344,6 @@ def _fill_new_sections(old: dict | None, new: dict, defaults: dict | None = None
 
 def _check_run(opts: EvaluateOptions, cfg: RunConfig) -> dict:
     """Write ``run.json`` (new run) or check that the folder's run has the same settings (resume)."""
-    import evidential
 
     path = opts.out / "run.json"
     fp = json.loads(json.dumps(_fingerprint(opts, cfg), default=str))
@@ -360,18 +360,11 @@ def _check_run(opts: EvaluateOptions, cfg: RunConfig) -> dict:
         systems = list(dict.fromkeys([*old.get("systems", []), *opts.systems]))
     else:
         seeds, systems = list(opts.seeds), list(opts.systems)
-    import torch
-    import transformers
-
     run = {
         "settings": fp,
         "systems": systems,
         "seeds": seeds,
-        "versions": {
-            "evidential-rag": evidential.__version__,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-        },
+        "versions": package_versions("evidential-rag", "torch", "transformers"),
     }
     opts.out.mkdir(parents=True, exist_ok=True)
     write_json(path, run)

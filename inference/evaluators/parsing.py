@@ -122,6 +122,10 @@ def _first_object(s: str) -> tuple[str, bool, bool]:
     return s[start:], False, len(st.stack) > MAX_DEPTH
 
 
+# a member cut before its value: `"key":` at the end, or `, "key"` without a colon
+_DANGLING = re.compile(r'(?:,\s*"(?:[^"\\]|\\.)*"\s*|,?\s*"(?:[^"\\]|\\.)*"\s*:\s*)$')
+
+
 def _repair(candidate: str) -> object:
     """``candidate`` parsed by :mod:`json_repair` (single quotes, Python literals, an open string or open
     brackets closed, a dangling member dropped); None when it yields no object."""
@@ -156,6 +160,8 @@ def extract_json_object(text: str) -> tuple[object, bool, list[str]]:
         return None, False, [*errors, f"object nested deeper than {MAX_DEPTH}"]
     if not complete:
         errors.append("truncated object closed")
+        # the repairer would give a cut member an empty value: the conservative policy drops it instead
+        candidate = _DANGLING.sub("", candidate)
     try:
         return json.loads(candidate), False, errors
     except (json.JSONDecodeError, RecursionError):

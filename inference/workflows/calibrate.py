@@ -24,11 +24,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
-import evidential
 from evidential.errors import ConfigError, EvidentialError
 from inference.calibration import evaluator_identity
 from inference.config import RunConfig
@@ -54,6 +52,7 @@ from training.trainer.config import DataSourceConfig, TrainConfig, load_train_co
 from training.trainer.trainer import load_training_rows, prepare_examples, score_outcomes
 from training.utils.configio import build_dataclass
 from training.utils.io import write_json
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "DEFAULT_FOLDS",
@@ -552,7 +551,6 @@ def _provenance(
     command: str | None,
 ) -> dict[str, Any]:
     """The top-level extras of the calibration file: plot, cache, timings, config, command, versions."""
-    import sklearn
 
     return {
         "reliability_diagram": plot.name,
@@ -565,12 +563,13 @@ def _provenance(
         },
         "command": command,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "versions": {
-            "evidential_rag": evidential.__version__,
-            "torch": torch.__version__,
-            "numpy": np.__version__,
-            "scikit_learn": sklearn.__version__,
-        },
+        # the file format's keys: import-style names
+        "versions": dict(
+            zip(
+                ("evidential_rag", "torch", "numpy", "scikit_learn"),
+                package_versions("evidential-rag", "torch", "numpy", "scikit-learn").values(),
+            )
+        ),
     }
 
 

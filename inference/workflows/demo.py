@@ -11,7 +11,6 @@ Output folder (public contract): ``records.jsonl`` (one answer-style record per 
 
 from __future__ import annotations
 
-import platform
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -23,6 +22,7 @@ from evidential import fuse, opinions_from_evidence, pad_evidence, route
 from inference.config import RunConfig, to_dict
 from inference.io import rounded, write_json, write_jsonl
 from inference.ramdocs import KINDS, SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer, record_kind
+from training.utils.run_metadata import package_versions
 
 __all__ = [
     "KINDS",
@@ -109,11 +109,7 @@ def write_run(out: Path, cfg: RunConfig, data: str, mode: str) -> None:
             "config": to_dict(cfg),
             "seed": cfg.seed,
             "data": data,
-            "versions": {
-                "evidential-rag": evidential.__version__,
-                "torch": torch.__version__,
-                "python": platform.python_version(),
-            },
+            "versions": package_versions("evidential-rag", "torch", "python"),
         },
     )
 

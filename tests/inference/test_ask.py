@@ -185,7 +185,16 @@ RECORD_KEY_ORDER = {
     ],
     "retrieval": ["retrieved", "index", "retriever", "reranker", "reranked", "chunks"],
     "retrieval.chunks[]": ["id", "rank", "score", "source"],
-    "timings": ["retrieve", "extract", "evaluate", "align", "fuse_route", "generate"],
+    "timings": [
+        "load_evaluator",
+        "load_generator",
+        "retrieve",
+        "extract",
+        "align",
+        "evaluate",
+        "fuse_route",
+        "generate",
+    ],
 }
 
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inference.evaluators.contract import EVIDENCE_MAX, OUTPUT_SCHEMA
-from inference.evaluators.parsing import parse_decision
+from inference.evaluators.parsing import extract_json_object, parse_decision
 
 INV = ["Paris", "Lyon"]
 GOOD = {"claim": "C2", "answer": "lyon", "stance": "supports", "rationale": "it says so", "evidence": 8}
@@ -199,3 +199,18 @@ def test_schema_valid_outputs_parse_as_valid(obj):
     if schema_valid(text):
         assert d.valid or d.repaired  # may still be repaired for consistency (e.g. evidence without support)
         assert d.stance == obj["stance"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"relevant": true, "support": "fully", "utility": ', {"relevant": True, "support": "fully"}),
+        ('{"a": 1, "b"', {"a": 1}),
+        ('{"a": 1, "b" : ', {"a": 1}),
+        ('{"a": "x"', {"a": "x"}),  # a complete last value stays
+        ('{"claim": "Paris is', {"claim": "Paris is"}),  # an open string is closed, not dropped
+    ],
+)
+def test_a_member_cut_before_its_value_is_dropped_not_filled(text, expected):
+    obj, strict, errors = extract_json_object(text)
+    assert obj == expected and not strict and "truncated object closed" in errors
