@@ -92,3 +92,18 @@ def test_no_module_imports_private_names_of_another(package):
         module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
         found += _private_imports(path, module)
     assert found == []
+
+
+@pytest.mark.parametrize(
+    "module", ["inference.config", "inference.calibration", "inference.evaluation.runner", "inference.cli"]
+)
+def test_module_imports_first_in_a_fresh_interpreter(module):
+    """Modules whose imports pull in package ``__init__`` files import cleanly when imported first (an
+    import-time cycle only shows then)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 
 from evidential.errors import ShapeError
+from evidential.fusion import fuse
+from evidential.opinions import opinions_from_evidence
 
 __all__ = [
     "DISTILLATION_KINDS",
@@ -210,8 +212,6 @@ def fused_mass_loss(
         eps: Floor inside the log.
         reduction: ``"mean"`` over counted queries, ``"sum"`` or ``"none"``.
     """
-    from evidential.fusion import fuse
-    from evidential.opinions import opinions_from_evidence
 
     if target.shape[-1] != evidence.shape[-1] + 1:
         raise ShapeError(

@@ -42,6 +42,7 @@ from typing import Any, Protocol, runtime_checkable
 from evidential.errors import EvidentialError
 from evidential.registry import Registry
 from inference.backends.base import Backend, BackendConfig, GenerationConfig, Prompt, load_backend
+from inference.evaluation.metrics import REFUSAL_DETECTOR_VERSION, is_refusal
 from inference.evaluators.parsing import extract_json_object
 from inference.generation.prompt import quoted_chunks
 from inference.types import Chunk
@@ -181,15 +182,11 @@ def _check_items(items: Sequence[JudgeInput]) -> list[JudgeInput]:
 
 
 def _default_refusal(text: str | None) -> bool:
-    from inference.evaluation.metrics import (
-        is_refusal,  # lazy: the metrics module is a sibling, not an import-time dependency
-    )
 
     return is_refusal(text)
 
 
 def _refusal_version() -> str:
-    from inference.evaluation.metrics import REFUSAL_DETECTOR_VERSION
 
     return REFUSAL_DETECTOR_VERSION
 

@@ -36,9 +36,12 @@ import numpy as np
 from evidential.errors import ConfigError
 from inference.config import RunConfig
 from inference.evaluation.datasets import EvalInstance, chunk_passages, default_data_path, load_eval_dataset
+from inference.evaluation.judges import JudgeInput, build_judge
 from inference.evaluation.report import write_report
 from inference.evaluation.rows import instance_scores, load_rows
 from inference.io import rounded, write_json, write_jsonl
+from inference.rag import build_systems, seed_everything
+from inference.retrieval import Embedder, build_retriever
 from inference.types import Chunk, DataError
 from training.utils.run_metadata import package_versions
 
@@ -219,8 +222,6 @@ def prepare_instances(
         raise DataError(f"no {opts.dataset} instances left (split={opts.split}, limit={opts.limit})")
     selected: list[tuple[EvalInstance, list[Chunk], list[dict], list[Chunk]]] = []
     if opts.index is not None:  # one shared retrieval over the index, done once for every system
-        from inference.retrieval import build_retriever
-
         retriever = build_retriever(opts.index, cfg)
         found = retriever.search_batch([i.question for i in instances], 2 * cfg.k)
         for inst, got in zip(instances, found):
@@ -397,13 +398,9 @@ def run_evaluation(
     """
     from tqdm.auto import tqdm
 
-    from inference.evaluation.judges import JudgeInput, build_judge
-    from inference.rag import build_systems, seed_everything
-
     run = _check_run(opts, cfg)
 
     def embedder_factory():
-        from inference.retrieval import Embedder
 
         return Embedder(cfg.models.embedder, device=cfg.retrieval.device)
 

@@ -22,6 +22,9 @@ import numpy as np
 
 from evidential.errors import ConfigError, UnknownNameError
 from evidential.registry import Registry
+from inference.backends import load_backend
+from inference.evaluators import build_evaluator
+from inference.retrieval import build_retriever
 from inference.types import Chunk
 
 if TYPE_CHECKING:
@@ -130,8 +133,6 @@ class SharedModels:
     def generator_backend(self):
         """The loaded generator backend (``None`` with the template generator)."""
         if self._generator_backend is None and self.config.generator.name == "llm":
-            from inference.backends import load_backend
-
             self._generator_backend = load_backend(self.config.generator.backend)
         return self._generator_backend
 
@@ -140,8 +141,6 @@ class SharedModels:
         """The learned evaluator (``config.evaluator`` with ``name: learned``), loaded once: EvidentialRAG's
         when it runs one, shared with Corrective RAG's retrieval evaluator."""
         if self._learned_evaluator is None:
-            from inference.evaluators import build_evaluator
-
             self._learned_evaluator = build_evaluator(replace(self.config.evaluator, name="learned"))
         return self._learned_evaluator
 
@@ -178,8 +177,6 @@ class RAGSystem:
         self.timings: dict[str, float] = {}
         self.retriever = retriever
         if self.retriever is None and self.index is not None:
-            from inference.retrieval import build_retriever
-
             t0 = time.perf_counter()
             self.retriever = build_retriever(self.index, config)
             self.timings["load_retriever"] = time.perf_counter() - t0

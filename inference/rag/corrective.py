@@ -42,10 +42,12 @@ from evidential import opinions_from_evidence
 from evidential.errors import ConfigError
 from inference.backends import load_backend
 from inference.backends.base import Backend, Prompt
+from inference.evaluators import build_evaluator
 from inference.io import rounded
 from inference.rag.base import RAGSystem, SharedModels, check_llm_generator, given_or_retrieved
 from inference.rag.config import RETRIEVAL_EVALUATORS, CorrectiveConfig
 from inference.rag.naive import naive_prompt
+from inference.retrieval import Embedder
 from inference.types import Chunk
 from training.utils.configio import is_int
 
@@ -336,8 +338,6 @@ def learned_relevance(config: RunConfig, *, evaluator=None, retriever=None) -> L
     """The ``learned`` scorer: the given learned evaluator, else one built from ``config.evaluator``
     (the shipped checkpoint by default; ``name`` forced to ``learned``)."""
     if evaluator is None:
-        from inference.evaluators import build_evaluator
-
         evaluator = build_evaluator(replace(config.evaluator, name="learned"))
     return LearnedRelevance(evaluator)
 
@@ -348,8 +348,6 @@ def embedding_relevance(config: RunConfig, *, evaluator=None, retriever=None) ->
     packaged all-MiniLM-L6-v2 by default)."""
     embedder = _find_embedder(retriever)
     if embedder is None:
-        from inference.retrieval import Embedder
-
         embedder = Embedder(
             config.models.embedder,
             query_instruction=config.retrieval.query_instruction,

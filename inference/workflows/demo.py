@@ -21,7 +21,10 @@ import evidential
 from evidential import fuse, opinions_from_evidence, pad_evidence, route
 from inference.config import RunConfig, to_dict
 from inference.io import rounded, write_json, write_jsonl
+from inference.rag.evidential import EvidentialRAG
 from inference.ramdocs import KINDS, SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer, record_kind
+from inference.retrieval import build_index
+from training.utils.metrics import stated_claims, strict_exact_match
 from training.utils.run_metadata import package_versions
 
 __all__ = [
@@ -167,10 +170,6 @@ def run_pipeline_demo(
     ``own_documents`` (retrieved chunks that come from the question's own record).
     """
     from tqdm.auto import tqdm
-
-    from inference.rag.evidential import EvidentialRAG
-    from inference.retrieval import build_index
-    from training.utils.metrics import stated_claims, strict_exact_match
 
     t0 = time.perf_counter()
     records = load_ramdocs(data, limit=limit)

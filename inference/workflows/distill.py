@@ -51,7 +51,9 @@ from tqdm.auto import tqdm
 from evidential.errors import ConfigError, EvidentialError
 from inference.alignment import ClaimAligner
 from inference.evaluation.metrics import spearman
+from inference.evaluators import build_evaluator, make_aligner
 from inference.evaluators.config import EvaluatorConfig
+from inference.evaluators.contract import CONTRACT_VERSION
 from inference.types import Chunk
 from training.data.annotated import (
     AnnotatedChunk,
@@ -60,7 +62,9 @@ from training.data.annotated import (
     split_by_question,
     write_annotated,
 )
+from training.learned.checkpoint import load_learned_model
 from training.trainer.config import DataSourceConfig, TrainConfig
+from training.trainer.trainer import EvidentialTrainer, load_training_rows
 from training.utils.configio import apply_overrides, build_dataclass, read_yaml_mapping
 from training.utils.io import atomic_write_text, write_json
 from training.utils.run_metadata import package_versions
@@ -681,8 +685,6 @@ def run_distillation(
         teacher: An evaluator to use as the teacher instead of building ``config.teacher.evaluator``
             (tests, notebooks).
     """
-    from inference.evaluators import build_evaluator, make_aligner
-    from training.trainer.trainer import load_training_rows
 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -695,8 +697,6 @@ def run_distillation(
     queries = teacher_queries(source, train_cfg)
     meta = {"teacher": teacher_identity(tcfg.evaluator)}
     if tcfg.evaluator.name == "prompt":
-        from inference.evaluators.contract import CONTRACT_VERSION
-
         meta["contract_version"] = CONTRACT_VERSION
     cache = TeacherCache(out / "teacher.jsonl", meta)
     loaded: dict[str, Any] = {}
@@ -753,7 +753,6 @@ def _train_student(
 ) -> tuple[Any, dict[str, Any]]:
     """Train the student on the distilled rows into ``out`` (or reuse a finished run when resuming);
     returns ``(its device, the training metrics)``."""
-    from training.trainer.trainer import EvidentialTrainer
 
     student_cfg = copy.deepcopy(train_cfg)
     student_cfg.data = [DataSourceConfig(name="annotated", path=str(rows_path.resolve()))]
@@ -773,7 +772,6 @@ def _student_agreement(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Teacher–student :func:`agreement` on the validation and the training split (the student loaded from
     ``checkpoint`` and released afterwards)."""
-    from training.learned.checkpoint import load_learned_model
 
     model = load_learned_model(checkpoint, device=device)
 
@@ -803,7 +801,6 @@ def _speed(
 ) -> dict[str, Any]:
     """Teacher and student timed side by side on the first ``tcfg.timing_queries`` queries with chunks
     (validation first)."""
-    from inference.evaluators import build_evaluator
 
     timing = [q for q in queries if q.split == "validation" and q.chunks]
     timing += [q for q in queries if q.split == "train" and q.chunks]

@@ -11,6 +11,7 @@ import torch
 from evidential import pad_evidence
 from evidential.routing import ROUTES
 from training.calibration.apply import CalibrationError
+from training.trainer.trainer import expected_route
 
 __all__ = ["ROUTE_ID", "CalibrationData"]
 
@@ -104,7 +105,6 @@ class CalibrationData:
     def from_examples(cls, outcomes: Sequence[tuple[Any, torch.Tensor]]) -> CalibrationData:
         """From ``(QueryExample, evidence [k, M])`` pairs, the input of :func:`training.trainer.trainer.score_outcomes`
         (expected routes from :func:`training.trainer.trainer.expected_route`)."""
-        from training.trainer.trainer import expected_route
 
         return cls.from_queries(
             [ev for _, ev in outcomes],

@@ -35,6 +35,7 @@ from evidential.errors import ConfigError
 from training.data.annotated import AnnotatedChunk, split_by_question
 from training.learned.checkpoint import atomic_dir
 from training.trainer.config import DataSourceConfig
+from training.trainer.trainer import load_training_rows
 from training.utils.configio import apply_overrides, build_dataclass, check_fields, read_yaml_mapping
 from training.utils.gguf_cache import dequantized_gguf
 from training.utils.io import rounded, write_json
@@ -391,7 +392,6 @@ def split_sft_rows(
     """(all rows, train split, validation split) of the configured sources; SFT uses the train split only,
     the validation split is held back (same split as the learned evaluator with the same seed)."""
     # the learned trainer's loader reads the same DataSourceConfig list (it only looks at `data`)
-    from training.trainer.trainer import load_training_rows
 
     rows = load_training_rows(config)  # type: ignore[arg-type]
     train, val = split_by_question(rows, config.validation_fraction, config.split_seed)
