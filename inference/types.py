@@ -8,6 +8,7 @@ from typing import Any
 
 from evidential.errors import EvidentialError
 from inference.io import iter_jsonl
+from training.data.chunk import Chunk
 
 __all__ = ["STANCES", "Chunk", "ChunkEvidence", "DataError", "load_chunks", "rank_order"]
 
@@ -16,20 +17,6 @@ STANCES = ("supports", "refutes", "irrelevant")
 
 class DataError(EvidentialError):
     """A data file or record that does not follow its documented format."""
-
-
-@dataclass
-class Chunk:
-    """A retrieved chunk: ``id``, ``text``, ``source`` (doc id / url / title), ``rank`` (1 = best), ``score``."""
-
-    id: str
-    text: str
-    source: str | None = None
-    rank: int | None = None
-    score: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

@@ -59,8 +59,8 @@ from training.data.annotated import TrainingDataError
 from training.data.benchmarks import (
     BEHAVIOUR_RULES,
     EXPECTED_BEHAVIOURS,
+    Chunk,
     EvalInstance,
-    Passage,
     annotation_instances,
     conflictqa_instances,
     crag_instances,
@@ -424,16 +424,16 @@ def chunk_passages(instance: EvalInstance, tokens: int, overlap: int, tokenizer=
     tokenizer (default: the packaged all-MiniLM-L6-v2 one, the CPU default embedder's).
     """
     tok = tokenizer if tokenizer is not None else _default_tokenizer()
-    passages: list[Passage] = []
+    passages: list[Chunk] = []
     labels: list[dict] = []
     for p, label in zip(instance.passages, instance.passage_labels):
         spans = chunk_text(p.text, tok, tokens, overlap)
         if len(spans) > 1:
             for n, span in enumerate(spans):
-                passages.append(Passage(f"{p.id}#{n}", span.text, p.source, None, p.score))
+                passages.append(Chunk(f"{p.id}#{n}", span.text, p.source, None, p.score))
                 labels.append(dict(label))
         else:
-            passages.append(Passage(p.id, p.text, p.source, None, p.score))
+            passages.append(Chunk(p.id, p.text, p.source, None, p.score))
             labels.append(dict(label))
     for rank, c in enumerate(passages, 1):
         c.rank = rank

@@ -27,7 +27,7 @@ from inference.evaluation.datasets import (
 )
 from inference.types import DataError
 from training.data.annotated import TrainingDataError, split_by_question
-from training.data.benchmarks import Passage, build_dataset
+from training.data.benchmarks import Chunk, build_dataset
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +301,7 @@ def test_to_dict_from_dict_round_trip(ramdocs, conflictqa, tmp_path):
         d = json.loads(json.dumps(inst.to_dict()))
         back = EvalInstance.from_dict(d)
         assert back == inst and back.to_dict() == d
-        assert isinstance(back.passages[0], Passage)
+        assert isinstance(back.passages[0], Chunk)
     path = write_instances(tmp_path / "cache.jsonl", ramdocs[:5])
     assert read_instances(path) == ramdocs[:5]
     path.write_text(json.dumps({**ramdocs[0].to_dict(), "split": "test"}) + "\n", encoding="utf-8")

@@ -31,8 +31,8 @@ from training.data.benchmarks import conflictqa, crag, musique, ramdocs, wikicon
 from training.data.benchmarks.chunks import build_chunks
 from training.data.benchmarks.common import (
     EXPECTED_BEHAVIOURS,
+    Chunk,
     EvalInstance,
-    Passage,
     question_id,
     read_records,
     split_of,
@@ -61,7 +61,7 @@ __all__ = [
     "EXPECTED_BEHAVIOURS",
     "LABELINGS",
     "EvalInstance",
-    "Passage",
+    "Chunk",
     "annotation_instances",
     "build_chunks",
     "build_conflictqa",

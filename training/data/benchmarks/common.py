@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,13 +26,14 @@ from training.data.annotated import (
     TrainingDataError,
     question_bucket,
 )
+from training.data.chunk import Chunk
 from training.utils.io import iter_jsonl
 from training.utils.text import normalize_text
 
 __all__ = [
     "EXPECTED_BEHAVIOURS",
     "EvalInstance",
-    "Passage",
+    "Chunk",
     "answer_frame",
     "dedup_answers",
     "fail",
@@ -130,25 +131,9 @@ def split_of(key: str, validation_fraction: float = VALIDATION_FRACTION, seed: i
     return "validation" if question_bucket(key, seed) < validation_fraction else "train"
 
 
-@dataclass
-class Passage:
-    """A passage the dataset gives with a question: ``id``, ``text``, ``source``, ``rank`` (1 = first), ``score``."""
-
-    id: str
-    text: str
-    source: str | None = None
-    rank: int | None = None
-    score: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def make_passages(instance_id: str, items: list[tuple[str, str | None]]) -> list[Passage]:
+def make_passages(instance_id: str, items: list[tuple[str, str | None]]) -> list[Chunk]:
     """``(text, source)`` pairs in dataset order → passages ``<instance_id>/<j>`` ranked 1..n, no score."""
-    return [
-        Passage(f"{instance_id}/{j}", text, source, j + 1, None) for j, (text, source) in enumerate(items)
-    ]
+    return [Chunk(f"{instance_id}/{j}", text, source, j + 1, None) for j, (text, source) in enumerate(items)]
 
 
 def passage_label(kind: str | None, answer: str | None) -> dict[str, str | None]:
@@ -177,7 +162,7 @@ class EvalInstance:
     id: str
     dataset: str
     question: str
-    passages: list[Passage]
+    passages: list[Chunk]
     passage_labels: list[dict]
     gold_answers: list[str]
     wrong_answers: list[str]
@@ -234,7 +219,7 @@ class EvalInstance:
         if not isinstance(passages, list) or not all(isinstance(p, dict) for p in passages):
             fail(where, "field 'passages' must be a list of passage objects")
         try:
-            items = [Passage(**p) for p in passages]
+            items = [Chunk(**p) for p in passages]
         except TypeError as exc:
             fail(where, f"field 'passages' holds a bad passage ({exc})")
         return cls(

@@ -8,7 +8,7 @@ from dataclasses import fields
 import pytest
 
 from training.data.annotated import SPLIT_SEED, VALIDATION_FRACTION, TrainingDataError, question_bucket
-from training.data.benchmarks import BEHAVIOUR_RULES, EXPECTED_BEHAVIOURS, EvalInstance, Passage, split_of
+from training.data.benchmarks import BEHAVIOUR_RULES, EXPECTED_BEHAVIOURS, Chunk, EvalInstance, split_of
 from training.data.benchmarks.common import (
     answer_frame,
     dedup_answers,
@@ -65,8 +65,8 @@ def test_eval_instance_round_trip_and_checks():
         split="train",
     )
     assert inst.passages == [
-        Passage("d:1/0", "text a", "src", 1, None),
-        Passage("d:1/1", "text b", None, 2, None),
+        Chunk("d:1/0", "text a", "src", 1, None),
+        Chunk("d:1/1", "text b", None, 2, None),
     ]
     d = json.loads(json.dumps(inst.to_dict()))
     assert EvalInstance.from_dict(d) == inst
