@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
-from inference.backends.models import BackendError, resolve_sentence_transformer
 from training.utils.text import PUNCT as _PUNCT
 from training.utils.text import normalize_text
 
@@ -697,6 +696,8 @@ def minilm_similarity(
     Raises:
         AlignmentError: The packaged model is requested but not installed (raised here, not on first use).
     """
+
+    from inference.backends.models import BackendError, resolve_sentence_transformer  # loads torch
 
     try:  # the packaged copy for None / the MiniLM hub ids (the hub id itself where it is not installed)
         path = resolve_sentence_transformer(model_name_or_path)

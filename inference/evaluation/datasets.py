@@ -69,7 +69,6 @@ from training.data.benchmarks import (
     split_of,
     wikicontradict_instances,
 )
-from training.learned.model import packaged_minilm_path
 from training.utils.io import iter_jsonl, write_jsonl
 
 __all__ = [
@@ -411,6 +410,8 @@ def load_crag_eval(
 def _default_tokenizer():
     """The packaged all-MiniLM-L6-v2 fast tokenizer (the CPU default embedder's), loaded offline."""
     from transformers import AutoTokenizer
+
+    from training.learned.model import packaged_minilm_path  # loads torch and transformers
 
     return AutoTokenizer.from_pretrained(str(packaged_minilm_path()))
 

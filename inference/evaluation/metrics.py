@@ -32,7 +32,6 @@ import numpy as np
 from scipy.stats import spearmanr
 from sklearn.metrics import cohen_kappa_score
 
-from inference.backends.models import resolve_sentence_transformer
 from training.utils.metrics import expected_calibration_error, strict_exact_match
 from training.utils.text import normalize_text
 
@@ -208,6 +207,8 @@ class BERTScorer:
     ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
+
+        from inference.backends.models import resolve_sentence_transformer  # the shared offline locator
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

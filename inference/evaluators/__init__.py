@@ -14,7 +14,6 @@ from inference.evaluators.contract import (
 from inference.evaluators.learned import LearnedEvaluator
 from inference.evaluators.parsing import ParsedDecision, parse_decision
 from inference.evaluators.prompt import PromptEvaluator
-from training.learned.checkpoint import load_learned_model, resolve_checkpoint
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -63,6 +62,8 @@ def prompt_evaluator(cfg, backend=None) -> PromptEvaluator:
 def learned_evaluator(cfg) -> LearnedEvaluator:
     """Build the learned evaluator from an ``EvaluatorConfig`` (loads the checkpoint, LoRA merged)."""
     import torch
+
+    from training.learned.checkpoint import load_learned_model, resolve_checkpoint
 
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     ckpt = resolve_checkpoint(cfg.resolved_checkpoint())

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from evidential.errors import ConfigError
-from inference.backends.models import BackendError, resolve_sentence_transformer
 from inference.types import Chunk
 
 __all__ = [
@@ -60,6 +59,8 @@ def resolve_model_path(model: str, field: str) -> str:
             not exist, naming ``field`` (e.g. ``models.embedder``).
     """
     from pathlib import Path
+
+    from inference.backends.models import BackendError, resolve_sentence_transformer
 
     try:
         path = resolve_sentence_transformer(model)
