@@ -12,12 +12,12 @@ and repairs it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from evidential.errors import ConfigError
 from evidential.registry import Registry
+from training.utils.configio import check_fields
 
 __all__ = [
     "BACKENDS",
@@ -36,6 +36,12 @@ ChatMessage = dict[str, str]  # {"role": "system" | "user" | "assistant", "conte
 Prompt = list[ChatMessage]
 
 
+# name -> factory(BackendConfig) -> Backend. Factories import their heavy/optional libraries lazily, so a
+# missing optional extra only fails when that backend is chosen, with a message saying what to install.
+# Defined before BackendConfig, which validates ``backend.name`` against it.
+BACKENDS: Registry[Any] = Registry("backend")
+
+
 class BackendError(RuntimeError):
     """A backend that cannot load its model or answer a request; the message says what to fix."""
 
@@ -44,15 +50,24 @@ class BackendError(RuntimeError):
 class GenerationConfig:
     """Decoding settings shared by every backend."""
 
-    max_tokens: int = field(default=256, metadata={"help": "Maximum number of new tokens per prompt."})
+    max_tokens: int = field(
+        default=256, metadata={"help": "Maximum number of new tokens per prompt.", "range": (1, None)}
+    )
     temperature: float = field(
-        default=0.0, metadata={"help": "Sampling temperature; 0 means greedy decoding."}
+        default=0.0,
+        metadata={
+            "help": "Sampling temperature; 0 means greedy decoding.",
+            "range": (0.0, None),
+            "must": "be a finite number >= 0",
+        },
     )
     seed: int = field(default=0, metadata={"help": "Random seed for sampling (ignored when greedy)."})
     json_schema: dict[str, Any] | None = field(
         default=None,
         metadata={
-            "help": "JSON schema the output must follow; enforced by constrained decoding where the backend can."
+            "help": "JSON schema the output must follow; enforced by constrained decoding where the backend can.",
+            "check": lambda x: isinstance(x, dict),
+            "must": "be a JSON schema object (dict) or null",
         },
     )
     logprobs: bool = field(
@@ -60,18 +75,7 @@ class GenerationConfig:
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ConfigError(f"generation.max_tokens must be an integer >= 1; got {self.max_tokens!r}")
-        if (
-            not isinstance(self.temperature, (int, float))
-            or not math.isfinite(self.temperature)
-            or self.temperature < 0
-        ):
-            raise ConfigError(
-                f"generation.temperature must be a finite number >= 0; got {self.temperature!r}"
-            )
-        if self.json_schema is not None and not isinstance(self.json_schema, dict):
-            raise ConfigError("generation.json_schema must be a JSON schema object (dict) or null")
+        check_fields(self, "generation")
 
 
 @dataclass
@@ -98,48 +102,81 @@ class BackendConfig:
     """Which model a backend loads and how. Fields a backend does not use are ignored by it."""
 
     name: str = field(
-        default="transformers", metadata={"help": "Backend: transformers, llamacpp, vllm or openai."}
+        default="transformers",
+        metadata={"help": "Backend: transformers, llamacpp, vllm or openai.", "choices": BACKENDS},
     )
     model: str = field(
         default="packaged:smollm2-135m-instruct",
         metadata={
-            "help": "Hub id, local folder, .gguf file, or 'packaged:<name>' for a model shipped in a PyPI package."
+            "help": "Hub id, local folder, .gguf file, or 'packaged:<name>' for a model shipped in a PyPI package.",
+            "must": "be a model id or path",
         },
     )
     gguf_file: str | None = field(
-        default=None, metadata={"help": "GGUF file name inside `model` (transformers; dequantized)."}
+        default=None,
+        metadata={
+            "help": "GGUF file name inside `model` (transformers; dequantized).",
+            "allow_empty": True,
+        },
     )
     dtype: str = field(
         default="auto",
         metadata={
-            "help": "transformers weights dtype: auto (bf16 where the CPU supports it), float32, bfloat16, float16."
+            "help": "transformers weights dtype: auto (bf16 where the CPU supports it), float32, bfloat16, float16.",
+            "choices": ("auto", "float32", "bfloat16", "float16"),
+            "must": "be auto, float32, bfloat16 or float16",
         },
     )
     device: str = field(default="auto", metadata={"help": "cpu, cuda, cuda:N or auto."})
-    n_ctx: int = field(default=4096, metadata={"help": "Context window (llama.cpp, vLLM max_model_len)."})
+    n_ctx: int = field(
+        default=4096,
+        metadata={"help": "Context window (llama.cpp, vLLM max_model_len).", "range": (1, None)},
+    )
     n_threads: int | None = field(
-        default=None, metadata={"help": "CPU threads (llama.cpp); null = all cores."}
+        default=None, metadata={"help": "CPU threads (llama.cpp); null = all cores.", "null": "all cores"}
     )
     tensor_parallel_size: int = field(
-        default=1, metadata={"help": "vLLM tensor parallel size (GPUs per model)."}
+        default=1, metadata={"help": "vLLM tensor parallel size (GPUs per model).", "range": (1, None)}
     )
-    gpu_memory_utilization: float = field(default=0.85, metadata={"help": "vLLM share of GPU memory to use."})
+    gpu_memory_utilization: float = field(
+        default=0.85,
+        metadata={"help": "vLLM share of GPU memory to use.", "range": (0.0, 1.0), "ends": "(]"},
+    )
     base_url: str = field(
         default="http://127.0.0.1:8000/v1",
         metadata={"help": "OpenAI-compatible server URL (openai backend)."},
     )
     api_key: str | None = field(
-        default=None, metadata={"help": "API key for the openai backend (or $OPENAI_API_KEY)."}
+        default=None,
+        metadata={
+            "help": "API key for the openai backend (or $OPENAI_API_KEY).",
+            "allow_empty": True,
+        },
     )
     timeout_s: float = field(
-        default=60.0, metadata={"help": "Per-request timeout in seconds (openai backend)."}
+        default=60.0,
+        metadata={
+            "help": "Per-request timeout in seconds (openai backend).",
+            "range": (0.0, None),
+            "ends": "(]",
+        },
     )
     max_retries: int = field(
-        default=3, metadata={"help": "Retries with exponential backoff on transient errors (openai backend)."}
+        default=3,
+        metadata={
+            "help": "Retries with exponential backoff on transient errors (openai backend).",
+            "range": (0, None),
+        },
     )
-    concurrency: int = field(default=8, metadata={"help": "Maximum concurrent requests (openai backend)."})
+    concurrency: int = field(
+        default=8, metadata={"help": "Maximum concurrent requests (openai backend).", "range": (1, None)}
+    )
     lora_path: str | None = field(
-        default=None, metadata={"help": "LoRA adapter to load on top of the model (transformers/vLLM)."}
+        default=None,
+        metadata={
+            "help": "LoRA adapter to load on top of the model (transformers/vLLM).",
+            "allow_empty": True,
+        },
     )
     raw_prompts: bool = field(
         default=False,
@@ -150,34 +187,11 @@ class BackendConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.name not in BACKENDS:
-            raise ConfigError(f"backend.name must be one of {', '.join(BACKENDS.names())}; got {self.name!r}")
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise ConfigError(f"backend.model must be a model id or path; got {self.model!r}")
-        for name in ("n_ctx", "tensor_parallel_size", "concurrency"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"backend.{name} must be an integer >= 1; got {value!r}")
-        if (
-            isinstance(self.max_retries, bool)
-            or not isinstance(self.max_retries, int)
-            or self.max_retries < 0
-        ):
-            raise ConfigError(f"backend.max_retries must be an integer >= 0; got {self.max_retries!r}")
-        if not isinstance(self.raw_prompts, bool):
-            raise ConfigError(f"backend.raw_prompts must be true or false; got {self.raw_prompts!r}")
+        check_fields(self, "backend")
         if self.raw_prompts and self.name not in ("transformers", "vllm"):
             raise ConfigError(
                 f"backend.raw_prompts is supported by the transformers and vllm backends only; got {self.name!r}"
             )
-        if not isinstance(self.timeout_s, (int, float)) or not self.timeout_s > 0:
-            raise ConfigError(f"backend.timeout_s must be a number > 0; got {self.timeout_s!r}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(
-                f"backend.gpu_memory_utilization must lie in (0, 1]; got {self.gpu_memory_utilization!r}"
-            )
-        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ConfigError(f"backend.dtype must be auto, float32, bfloat16 or float16; got {self.dtype!r}")
 
 
 @runtime_checkable
@@ -191,11 +205,6 @@ class Backend(Protocol):
     def generate(self, prompts: list[Prompt], config: GenerationConfig) -> list[Generation]: ...
 
     def close(self) -> None: ...
-
-
-# name -> factory(BackendConfig) -> Backend. Factories import their heavy/optional libraries lazily, so a
-# missing optional extra only fails when that backend is chosen, with a message saying what to install.
-BACKENDS: Registry[Any] = Registry("backend")
 
 
 def raw_prompt_text(prompt: Prompt) -> str:

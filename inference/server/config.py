@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from evidential.errors import ConfigError
+from training.utils.configio import check_fields
 
 __all__ = ["API_KEY_ENV", "ServerConfig", "is_loopback"]
 
@@ -30,10 +31,11 @@ class ServerConfig:
     host: str = field(
         default="127.0.0.1",
         metadata={
-            "help": "Interface to bind. Loopback by default; any other host (e.g. 0.0.0.0) needs an API key or --allow-remote."
+            "help": "Interface to bind. Loopback by default; any other host (e.g. 0.0.0.0) needs an API key or --allow-remote.",
+            "must": "be a host name or IP address",
         },
     )
-    port: int = field(default=8000, metadata={"help": "TCP port (0 = any free port)."})
+    port: int = field(default=8000, metadata={"help": "TCP port (0 = any free port).", "range": (0, 65535)})
     api_key: str | None = field(
         default=None,
         repr=False,
@@ -52,27 +54,35 @@ class ServerConfig:
     max_concurrency: int = field(
         default=1,
         metadata={
-            "help": "Requests running model work at once (worker threads sharing the loaded models; llama.cpp: 1)."
+            "help": "Requests running model work at once (worker threads sharing the loaded models; llama.cpp: 1).",
+            "range": (1, None),
         },
     )
     max_queue: int = field(
         default=32,
         metadata={
-            "help": "Admitted requests waiting for a model slot; beyond it requests get 503 with Retry-After."
+            "help": "Admitted requests waiting for a model slot; beyond it requests get 503 with Retry-After.",
+            "range": (0, 10_000),
+            "note": "each waiting request holds a thread",
         },
     )
     max_body_bytes: int = field(
-        default=1_048_576, metadata={"help": "Largest request body in bytes (413 beyond)."}
+        default=1_048_576,
+        metadata={"help": "Largest request body in bytes (413 beyond).", "range": (1024, None)},
     )
-    max_chunks: int = field(default=50, metadata={"help": "Most chunks one request may pass (422 beyond)."})
+    max_chunks: int = field(
+        default=50, metadata={"help": "Most chunks one request may pass (422 beyond).", "range": (1, None)}
+    )
     max_question_chars: int = field(
-        default=2_000, metadata={"help": "Longest question in characters (422 beyond)."}
+        default=2_000, metadata={"help": "Longest question in characters (422 beyond).", "range": (1, None)}
     )
     max_chunk_chars: int = field(
-        default=20_000, metadata={"help": "Longest chunk text in characters (422 beyond)."}
+        default=20_000,
+        metadata={"help": "Longest chunk text in characters (422 beyond).", "range": (1, None)},
     )
     max_candidates: int = field(
-        default=50, metadata={"help": "Most candidate claims one request may pass (422 beyond)."}
+        default=50,
+        metadata={"help": "Most candidate claims one request may pass (422 beyond).", "range": (0, None)},
     )
     lazy_evaluators: bool = field(
         default=True,
@@ -83,30 +93,7 @@ class ServerConfig:
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.host, str) or not self.host.strip():
-            raise ConfigError(f"server.host must be a host name or IP address; got {self.host!r}")
-        self.host = self.host.strip()
-        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
-            raise ConfigError(f"server.port must be an integer in [0, 65535]; got {self.port!r}")
-        for name, low in (
-            ("max_concurrency", 1),
-            ("max_queue", 0),
-            ("max_body_bytes", 1024),
-            ("max_chunks", 1),
-            ("max_question_chars", 1),
-            ("max_chunk_chars", 1),
-            ("max_candidates", 0),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"server.{name} must be an integer >= {low}; got {value!r}")
-        if self.max_queue > 10_000:
-            raise ConfigError(
-                f"server.max_queue must be <= 10000 (each waiting request holds a thread); got {self.max_queue}"
-            )
-        for name in ("allow_remote", "lazy_evaluators"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"server.{name} must be true or false; got {getattr(self, name)!r}")
+        # the key first, by hand: these messages never echo it (check_fields' would)
         if self.api_key is not None:
             if not isinstance(self.api_key, str) or len(self.api_key) < 16:
                 raise ConfigError(
@@ -117,6 +104,8 @@ class ServerConfig:
                 raise ConfigError(
                     "server.api_key must consist of printable ASCII characters without spaces (it travels in a header)"
                 )
+        check_fields(self, "server")
+        self.host = self.host.strip()
         if not is_loopback(self.host) and self.api_key is None and not self.allow_remote:
             raise ConfigError(
                 f"server.host {self.host!r} is not a loopback address: anyone who can reach it could use the "

@@ -65,7 +65,7 @@ from training.data.annotated import (
 from training.learned.checkpoint import load_learned_model
 from training.trainer.config import DataSourceConfig, TrainConfig
 from training.trainer.trainer import EvidentialTrainer, load_training_rows
-from training.utils.configio import apply_overrides, build_dataclass, read_yaml_mapping
+from training.utils.configio import apply_overrides, build_dataclass, check_fields, read_yaml_mapping
 from training.utils.io import atomic_write_text, write_json
 from training.utils.run_metadata import package_versions
 
@@ -112,7 +112,8 @@ class TeacherConfig:
         default=4,
         metadata={
             "help": "Queries per teacher call: all their chunks go to one evaluate_batch (one batched pass); "
-            "teacher.jsonl is appended after each call."
+            "teacher.jsonl is appended after each call.",
+            "range": (1, None),
         },
     )
     use_labels: bool = field(
@@ -126,17 +127,13 @@ class TeacherConfig:
         default=8,
         metadata={
             "help": "Validation queries on which teacher and student are timed side by side for the report "
-            "(0: no timing, and the teacher is not loaded when its outputs are all cached)."
+            "(0: no timing, and the teacher is not loaded when its outputs are all cached).",
+            "range": (0, None),
         },
     )
 
     def __post_init__(self) -> None:
-        for name, low in (("batch_queries", 1), ("timing_queries", 0)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise ConfigError(f"teacher.{name} must be an integer >= {low}; got {v!r}")
-        if not isinstance(self.use_labels, bool):
-            raise ConfigError(f"teacher.use_labels must be true or false; got {self.use_labels!r}")
+        check_fields(self, "teacher")
 
 
 @dataclass
@@ -146,15 +143,23 @@ class DistillConfig:
     unannotated ``chunks``)."""
 
     train: TrainConfig = field(
-        metadata={"help": "The student's training config (the YAML's top-level fields)."}
+        metadata={
+            "help": "The student's training config (the YAML's top-level fields).",
+            "check": lambda x: isinstance(x, TrainConfig),
+            "must": "be a training config (the fields model, data, loss, ...)",
+        }
     )
-    teacher: TeacherConfig = field(default_factory=TeacherConfig, metadata={"help": "The teacher."})
+    teacher: TeacherConfig = field(
+        default_factory=TeacherConfig,
+        metadata={
+            "help": "The teacher.",
+            "check": lambda x: isinstance(x, TeacherConfig),
+            "must": "be a teacher section",
+        },
+    )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.train, TrainConfig):
-            raise ConfigError("a distillation config needs the training fields (model, data, loss, ...)")
-        if not isinstance(self.teacher, TeacherConfig):
-            raise ConfigError(f"teacher must be a teacher section; got {self.teacher!r}")
+        check_fields(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {"teacher": dataclasses.asdict(self.teacher), **self.train.to_dict()}

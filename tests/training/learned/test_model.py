@@ -31,6 +31,38 @@ def test_config_validation_names_fields():
         LearnedModelConfig(lora_layers=[])
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"encoder": ""}, "model.encoder must be a model id or folder; got ''"),
+        ({"lora_r": 0}, "model.lora_r must be an integer >= 1; got 0"),
+        ({"lora_dropout": 1.0}, "model.lora_dropout must lie in [0, 1); got 1.0"),
+        ({"head_dropout": -0.1}, "model.head_dropout must lie in [0, 1); got -0.1"),
+        ({"max_evidence": 0}, "model.max_evidence must be a number > 0; got 0"),
+        (
+            {"lora_target_modules": ["query", ""]},
+            "model.lora_target_modules must be a list of module names; got ['query', '']",
+        ),
+        (
+            {"lora_layers": [1, True]},
+            "model.lora_layers must be null or a non-empty list of layer indices; got [1, True]",
+        ),
+        ({"use_lora": "yes"}, "model.use_lora must be true or false; got 'yes'"),
+        ({"max_answer_tokens": 0}, "model.max_answer_tokens must be an integer >= 1; got 0"),
+    ],
+)
+def test_config_messages(kwargs, message):
+    with pytest.raises(ConfigError) as info:
+        LearnedModelConfig(**kwargs)
+    assert str(info.value) == message
+
+
+def test_config_accepts_and_normalizes():
+    cfg = LearnedModelConfig(lora_dropout=0, max_evidence=50, lora_layers=[0, 5], lora_target_modules=[])
+    assert (cfg.lora_dropout, cfg.max_evidence) == (0.0, 50.0) and isinstance(cfg.max_evidence, float)
+    assert cfg.lora_layers == [0, 5] and cfg.lora_target_modules == []
+
+
 def test_lora_targets_must_exist(tiny_encoder):
     with pytest.raises(ConfigError, match="match no linear layer"):
         EvidentialEvaluatorModel(
