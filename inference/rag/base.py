@@ -11,6 +11,7 @@ the learned evaluator are loaded once and shared by all the systems of the run).
 
 from __future__ import annotations
 
+import abc
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -155,7 +156,7 @@ class SharedModels:
             self._generator_backend = backend
 
 
-class RAGSystem:
+class RAGSystem(abc.ABC):
     """The base of every RAG system: config, retriever (or chunks given per question), seeding,
     :meth:`describe`, :meth:`ask` / :meth:`ask_batch` and load ``timings``.
 
@@ -190,11 +191,12 @@ class RAGSystem:
         """Answer one question (``chunks`` given: no retrieval)."""
         return self.ask_batch([question], [chunks] if chunks is not None else None, **kwargs)[0]
 
+    @abc.abstractmethod
     def ask_batch(
         self, questions: Sequence[str], chunks: Sequence[Sequence[Chunk] | None] | None = None, **kwargs: Any
     ) -> list[dict[str, Any]]:
-        """Answer every question (one record each); ``chunks`` entries that are ``None`` are retrieved."""
-        raise NotImplementedError
+        """Answer every question (one record each); ``chunks`` entries that are ``None`` are retrieved.
+        Every system implements it (the base cannot be instantiated)."""
 
     def set_seed(self, seed: int) -> None:
         """Use ``seed`` for the run and the generator's decoding from now on."""

@@ -93,3 +93,11 @@ def test_given_or_retrieved_retrieves_only_the_missing_lists_in_one_call():
         given_or_retrieved(["q"], None, 2, None)
     with pytest.raises(ConfigError, match="2 questions but 1 chunk lists"):
         given_or_retrieved(["a", "b"], [given], 2, ret)
+
+
+def test_the_base_is_abstract_until_ask_batch_is_implemented():
+    from inference.config import RunConfig
+    from inference.rag.base import RAGSystem
+
+    with pytest.raises(TypeError, match="ask_batch"):
+        RAGSystem(RunConfig())
