@@ -34,7 +34,16 @@ from evidential.losses import (
 )
 from evidential.opinions import Opinion, opinions_from_evidence, validate_evidence
 from evidential.registry import Registry
-from evidential.routing import ABSTAIN, CONFLICT, DIRECT, ROUTES, ROUTING_POLICIES, Routing, route
+from evidential.routing import (
+    ABSTAIN,
+    CONFLICT,
+    DIRECT,
+    ROUTES,
+    ROUTING_POLICIES,
+    Routing,
+    route,
+    stated_mask,
+)
 
 __version__ = "0.1.0"
 
@@ -73,5 +82,6 @@ __all__ = [
     "pad_evidence",
     "pairwise_conflict",
     "route",
+    "stated_mask",
     "validate_evidence",
 ]

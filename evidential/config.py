@@ -196,6 +196,13 @@ class FusionConfig:
             "choices": ROUTING_POLICIES,
         },
     )
+    state_ratio: float = field(
+        default=0.5,
+        metadata={
+            "help": "Bar of the stated set: a claim is stated when its fused mass reaches this share of the top claim's mass (the direct route adds such claims to the selected one, the conflict route states only them; 0: every claim with positive mass). Fitted by `calibrate`.",
+            "range": (0.0, 1.0),
+        },
+    )
     sanitize: bool = field(
         default=False,
         metadata={

@@ -15,6 +15,11 @@ Policies (registry :data:`ROUTING_POLICIES`):
   (conflict below τ2, abstain at or above). So "no evidence" abstains while "contradicting evidence"
   explains the conflict instead of refusing.
 * ``"direct"``: no routing — always the direct answer (the "without routing" ablation, Table 12).
+
+What a route *states* (:func:`stated_mask`): a claim is stated when its fused mass is positive and reaches
+``ratio`` times the top claim's mass. The direct route states the selected claim and every other claim
+that clears that bar (several valid answers, e.g. entities sharing a name); the conflict route states the
+claims that clear it (minority claims, e.g. planted ones, drop out); the abstention states none.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ __all__ = [
     "Routing",
     "route",
     "check_thresholds",
+    "stated_mask",
 ]
 
 ROUTES: tuple[str, str, str] = ("direct", "conflict", "abstain")
@@ -130,3 +136,38 @@ def route(
     if bool(torch.isnan(u).any()):
         raise InvalidEvidenceError("uncertainty contains NaN; fuse valid opinions before routing")
     return Routing(ids=fn(u, tau1, tau2, fusion), policy=policy)
+
+
+def stated_mask(
+    belief: torch.Tensor,
+    ratio: float,
+    claim_mask: torch.Tensor | None = None,
+    routes: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Which claims an answer states: fused mass ``b_j > 0`` and ``b_j >= ratio · max_j b_j``.
+
+    Args:
+        belief: Fused singleton masses ``[..., M]``.
+        ratio: The bar relative to the top claim's mass, in ``[0, 1]``: 0 states every claim with positive
+            mass, 1 only the claims tied with the top one.
+        claim_mask: Bool ``[..., M]`` of real claims (padding is never stated).
+        routes: Route ids ``[...]``; where given, abstaining queries state nothing (the direct and
+            conflict routes state the claims above the bar; the top claim always clears it).
+
+    Returns:
+        Bool ``[..., M]``.
+
+    Example:
+        >>> stated_mask(torch.tensor([0.5, 0.3, 0.1]), 0.5).tolist()
+        [True, True, False]
+    """
+    if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0.0 <= ratio <= 1.0):
+        raise ConfigError(f"the stated-claim ratio must be a number in [0, 1]; got {ratio!r}")
+    b = torch.as_tensor(belief)
+    if claim_mask is not None:
+        b = b.masked_fill(~claim_mask.to(torch.bool), 0.0)
+    top = b.max(-1, keepdim=True).values if b.shape[-1] else b.sum(-1, keepdim=True)
+    out = (b > 0) & (b >= ratio * top)
+    if routes is not None:
+        out &= (torch.as_tensor(routes) != ABSTAIN).unsqueeze(-1)
+    return out

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: The rules that can merge two surface forms, as recorded in :attr:`Merge.rule`.
-MERGE_RULES = ("exact", "normalized", "date", "number", "boolean", "alias", "similarity")
+MERGE_RULES = ("exact", "normalized", "date", "number", "boolean", "alias", "similarity", "subspan")
 
 SimilarityFn = Callable[[list[str]], "torch.Tensor | list[list[float]]"]
 
@@ -112,7 +112,7 @@ class Alignment:
         claims: The aligned claims (the frame), inventory claims first.
         index: For each input text, the index of its claim in ``claims``; ``None`` for ``None``/blank input.
         merges: One record per input text that joined an existing claim (inventory or earlier text), in
-            input order.
+            input order, then one per claim merged into a longer one (``merge_subspans``).
     """
 
     claims: list[AlignedClaim]
@@ -360,6 +360,9 @@ BUILTIN_ALIASES: dict[str, str] = {
     "united kingdom of great britain and northern ireland": "United Kingdom",
     "nyc": "New York City",
     "city of new york": "New York City",
+    "new york ny": "New York City",
+    "new york new york": "New York City",
+    "new york city ny": "New York City",
     "ussr": "Soviet Union",
     "union of soviet socialist republics": "Soviet Union",
     "uae": "United Arab Emirates",
@@ -459,6 +462,11 @@ class ClaimAligner:
         similarity_threshold: Minimum similarity to every form of the target claim (complete linkage).
         aliases: Extra ``alias -> canonical surface`` pairs, matched case- and punctuation-insensitively;
             they take precedence over the built-in table and may map onto typed values ("a dozen" -> "12").
+        merge_subspans: Merge a text claim whose words are a contiguous part of exactly one longer text
+            claim of the frame into it ("Obama" into "Barack Obama", "Ahmed" into "Ahmed Hussen"): a short
+            form of one answer, not a second answer. Not when two longer claims contain it ("Paris" with
+            "Paris, Texas" and "Paris, France" stays apart), across numbers, months, negation or
+            qualifiers (the similarity guards), or between two inventory claims.
 
     Raises:
         AlignmentError: A negative/non-finite tolerance, a threshold outside ``[-1, 1]`` or an empty alias.
@@ -471,6 +479,7 @@ class ClaimAligner:
         similarity: SimilarityFn | None = None,
         similarity_threshold: float = 0.92,
         aliases: dict[str, str] | None = None,
+        merge_subspans: bool = False,
     ) -> None:
         if not (isinstance(number_tolerance, (int, float)) and math.isfinite(number_tolerance)) or (
             number_tolerance < 0
@@ -489,6 +498,7 @@ class ClaimAligner:
             if not k or not target.strip():
                 raise AlignmentError(f"alias {alias!r} -> {target!r}: both sides must contain text")
             self.aliases[k] = target
+        self.merge_subspans = bool(merge_subspans)
         self._cache: dict[str, _Parsed] = {}
 
     # ---------------------------------------------------------------------------------------------- keys
@@ -610,7 +620,61 @@ class ClaimAligner:
                 c.claim.forms.append(text)
                 c.form_parses.append(p)
             index.append(j)
+        if self.merge_subspans:
+            claims, index = self._merge_subspans(claims, index, len(inventory), merges)
         return Alignment([c.claim for c in claims], index, merges)
+
+    @staticmethod
+    def _merge_subspans(
+        claims: list[_Claim], index: list[int | None], n_inventory: int, merges: list[Merge]
+    ) -> tuple[list[_Claim], list[int | None]]:
+        """Merge each text claim that is a contiguous word sequence of exactly one longer text claim into
+        it (see ``merge_subspans``); shorter claims are merged first, a claim that was merged away is no
+        target, and inventory claims are never merged into each other."""
+
+        def words(c: _Claim) -> list[str]:
+            return c.parsed.norm.split()
+
+        def inside(short: list[str], long: list[str]) -> bool:
+            n = len(short)
+            return 0 < n < len(long) and any(long[i : i + n] == short for i in range(len(long) - n + 1))
+
+        target: dict[int, int] = {}
+        order = sorted(range(len(claims)), key=lambda j: len(words(claims[j])))
+        for j in order:
+            cj = claims[j]
+            if cj.parsed.kind != "text" or not words(cj):
+                continue
+            hosts = [
+                i
+                for i, ci in enumerate(claims)
+                if i != j
+                and i not in target
+                and ci.parsed.kind == "text"
+                and not (i < n_inventory and j < n_inventory)
+                and inside(words(cj), words(ci))
+                and ci.parsed.guard == cj.parsed.guard
+            ]
+            if len(hosts) == 1:
+                target[j] = hosts[0]
+        if not target:
+            return claims, index
+
+        def root(j: int) -> int:
+            while j in target:
+                j = target[j]
+            return j
+
+        for j, _ in sorted(target.items()):
+            host = claims[root(j)]
+            merges.append(Merge(claims[j].claim.text, host.claim.text, "subspan"))
+            for f, fp in zip(claims[j].claim.forms, claims[j].form_parses):
+                if f not in host.claim.forms:
+                    host.claim.forms.append(f)
+                    host.form_parses.append(fp)
+        kept = [j for j in range(len(claims)) if j not in target]
+        new_id = {j: n for n, j in enumerate(kept)}
+        return [claims[j] for j in kept], [None if x is None else new_id[root(x)] for x in index]
 
     def _match_tolerance(self, p: _Parsed, claims: list[_Claim]) -> int | None:
         tol = Decimal(repr(self.number_tolerance))

@@ -13,7 +13,9 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from evidential import FusionConfig, fuse, opinions_from_evidence, route
+import torch
+
+from evidential import FusionConfig, fuse, opinions_from_evidence, route, stated_mask
 from inference.evaluators.base import EvaluationResult
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
@@ -29,6 +31,7 @@ __all__ = [
     "RetrievedChunk",
     "answer_record",
     "build_answer_record",
+    "stated_claim_texts",
     "template_response",
 ]
 
@@ -98,6 +101,7 @@ class FusionInfo:
     tau1: float
     tau2: float
     policy: str
+    state_ratio: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -182,7 +186,8 @@ _OPTIONAL = ("calibrated_confidence", "calibration", "generation", "retrieval", 
 class AnswerRecord:
     """The answer record (docs/data.md) as a typed object; :meth:`to_dict` is the JSON form.
 
-    The fields up to ``fusion`` are always present (:func:`build_answer_record`); the pipeline adds
+    The fields up to ``fusion`` and ``stated_claims`` (the claims the answer states, by fused mass; in the
+    JSON right after ``answer``) are always present (:func:`build_answer_record`); the pipeline adds
     ``calibrated_confidence`` and ``calibration`` (with a calibration file), ``generation`` (the generator's
     block), ``retrieval``, ``evaluator_passes`` and ``k``, each left out of the JSON while ``None``.
     """
@@ -213,15 +218,18 @@ class AnswerRecord:
     retrieval: RetrievalInfo | None = None
     evaluator_passes: int | None = None
     k: int | None = None
+    stated_claims: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready record (keys in the documented order, nested parts as dicts)."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name in _OPTIONAL and v is None:
+        names = [f.name for f in fields(self) if f.name != "stated_claims"]
+        names.insert(names.index("answer") + 1, "stated_claims")  # the JSON keeps it next to the answer
+        for name in names:
+            v = getattr(self, name)
+            if name in _OPTIONAL and v is None:
                 continue
-            if f.name in ("claims", "chunks"):
+            if name in ("claims", "chunks"):
                 v = [x.to_dict() for x in v]
             elif hasattr(v, "to_dict"):
                 v = v.to_dict()
@@ -229,7 +237,7 @@ class AnswerRecord:
                 v = list(v)
             elif isinstance(v, dict):
                 v = dict(v)
-            out[f.name] = v
+            out[name] = v
         return out
 
     @classmethod
@@ -265,6 +273,9 @@ def build_answer_record(
     t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None
+    stated = stated_claim_texts(
+        [c.text for c in result.claims], res.belief, decision, sel, fusion.state_ratio
+    )
     claims = [
         ClaimRecord(c.id, c.text, rounded(res.belief[j]), list(c.chunk_ids), list(c.forms))
         for j, c in enumerate(result.claims)
@@ -277,11 +288,12 @@ def build_answer_record(
             claim_dicts,
             rounded(res.uncertainty),
             answer=answer,
+            stated=stated,
         )
     )
     return AnswerRecord(
         question=question if question is not None else result.query,
-        response=template_response(decision, claim_dicts, answer),
+        response=template_response(decision, claim_dicts, answer, stated),
         cited_chunk_ids=cited,
         route=decision,
         answer=answer,
@@ -314,5 +326,30 @@ def build_answer_record(
         batched_passes=result.batched_passes,
         evaluator=result.evaluator,
         evaluator_meta=result.meta,
-        fusion=FusionInfo(fusion.rule, fusion.lam, fusion.tau1, fusion.tau2, fusion.policy),
+        fusion=FusionInfo(
+            fusion.rule, fusion.lam, fusion.tau1, fusion.tau2, fusion.policy, fusion.state_ratio
+        ),
+        stated_claims=stated,
     )
+
+
+def stated_claim_texts(texts: list[str], belief, route_name: str, selected: int, ratio: float) -> list[str]:
+    """The claims the answer states (:func:`evidential.stated_mask`), by fused mass: the selected claim
+    first on the direct route, then every other claim whose mass reaches ``ratio`` × the top mass; on the
+    conflict route the claims above that bar; nothing on an abstention.
+
+    Args:
+        texts: The frame's claim texts.
+        belief: Their fused masses ``[M]`` (a tensor or a list).
+        route_name: The route.
+        selected: The selected claim's index (Eq 27; ``-1``: none).
+        ratio: ``fusion.state_ratio``.
+    """
+    if route_name == "abstain" or not texts:
+        return []
+    b = torch.as_tensor(belief, dtype=torch.float64).detach().cpu()
+    mask = stated_mask(b, ratio).tolist()
+    order = sorted(range(len(texts)), key=lambda j: -float(b[j]))
+    out = [texts[selected]] if route_name == "direct" and selected >= 0 else []
+    out += [texts[j] for j in order if mask[j] and texts[j] not in out]
+    return out

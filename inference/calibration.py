@@ -17,9 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from inference.config import RunConfig
 from training.calibration import (
     Calibration,
     CalibrationError,
@@ -28,13 +27,22 @@ from training.calibration import (
     read_calibration,
 )
 
+if TYPE_CHECKING:  # inference.config imports the RAG systems, which load calibrations through this module
+    from inference.config import RunConfig
+
 __all__ = [
+    "AUTO",
     "CalibrationError",
     "calibration_record",
     "evaluator_identity",
     "load_calibration",
     "read_calibration",
+    "resolve_calibration",
 ]
+
+#: The ``calibration`` value that loads the learned checkpoint's own ``calibration.json`` when it applies.
+AUTO = "auto"
+CHECKPOINT_CALIBRATION = "calibration.json"
 
 
 def evaluator_identity(config: RunConfig) -> dict[str, Any]:
@@ -134,3 +142,33 @@ def calibration_record(cal: Calibration, path: str | Path) -> dict[str, Any]:
         "tau2": cal.tau2,
         "isotonic": cal.isotonic is not None,
     }
+
+
+def resolve_calibration(run_config: RunConfig) -> tuple[Calibration | None, Path | None, str | None]:
+    """The calibration a run uses: ``(calibration, path, note)``.
+
+    * ``calibration: null`` — none.
+    * a file path — that file, checked by :func:`load_calibration` (a mismatch is an error).
+    * ``auto`` (the shipped default) — the learned evaluator's checkpoint calibration
+      (``calibration.json`` in the checkpoint folder, or next to it when the checkpoint names ``best/``)
+      when the evaluator is ``learned`` and the file exists and fits this run (checkpoint, rule, policy);
+      otherwise none, and ``note`` says why (e.g. the prompt evaluator, an ablation's other fusion rule).
+    """
+    value = run_config.calibration
+    if value is None:
+        return None, None, None
+    if value != AUTO:
+        return load_calibration(value, run_config), Path(value), None
+    ev = run_config.evaluator
+    if ev.name != "learned":
+        return None, None, f"calibration auto: no checkpoint calibration for the {ev.name} evaluator"
+    folder = ev.resolved_checkpoint()
+    found = [
+        p for p in (folder / CHECKPOINT_CALIBRATION, folder.parent / CHECKPOINT_CALIBRATION) if p.is_file()
+    ]
+    if not found:
+        return None, None, f"calibration auto: {folder} has no {CHECKPOINT_CALIBRATION}"
+    try:
+        return load_calibration(found[0], run_config), found[0], None
+    except CalibrationError as exc:
+        return None, None, f"calibration auto: {found[0]} does not apply ({exc})"

@@ -123,12 +123,14 @@ class RunConfig:
         metadata={"help": "Settings of the Corrective RAG and Self-RAG baselines (evidential-rag evaluate)."},
     )
     calibration: str | None = field(
-        default=None,
+        default="auto",
         metadata={
-            "help": "Calibration file written by `evidential-rag calibrate` (evidence scale, λ, τ1/τ2, isotonic "
-            "confidence map), or null for none. It must have been fitted for this evaluator and checkpoint "
-            "(or prompt model); its λ/τ replace fusion.lam/tau1/tau2.",
-            "must": "be a file path or null",
+            "help": "Calibration file written by `evidential-rag calibrate` (evidence scale, λ, τ1/τ2, stated-set "
+            "bar, isotonic confidence map); 'auto' (default): the learned checkpoint's own calibration.json when "
+            "it fits the run (none for the prompt evaluator or another fusion rule); null: none. A named file "
+            "must have been fitted for this evaluator and checkpoint (or prompt model); its λ/τ/bar replace "
+            "fusion.lam/tau1/tau2/state_ratio.",
+            "must": "be a file path, 'auto' or null",
         },
     )
 

@@ -14,6 +14,7 @@ from inference.cli.options import (
     ConfigOpt,
     EvaluatorOpt,
     IndexOpt,
+    NoCalibrationOpt,
     SetOpt,
     build_pipeline,
     console,
@@ -43,6 +44,7 @@ def ask_cmd(
         bool, typer.Option("--json", help="Print the answer record as one JSON object.")
     ] = False,
     calibration: CalibrationOpt = None,
+    no_calibration: NoCalibrationOpt = False,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -55,7 +57,7 @@ def ask_cmd(
     if (chunks is None) == (index is None):
         fail("give exactly one of --index DIR (retrieve) or --chunks FILE (chunks given)")
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = with_calibration(load(config, overrides, extra), calibration)
+    cfg = with_calibration(load(config, overrides, extra), calibration, no_calibration)
     if not question.strip():
         fail("QUESTION is empty")
     cand = parse_claims(candidates, None) if candidates is not None else []

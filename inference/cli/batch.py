@@ -14,6 +14,7 @@ from inference.cli.options import (
     ConfigOpt,
     EvaluatorOpt,
     IndexOpt,
+    NoCalibrationOpt,
     SetOpt,
     build_pipeline,
     console,
@@ -46,6 +47,7 @@ def batch_cmd(
     limit: Annotated[int | None, typer.Option(help="Answer only the first N questions.", min=1)] = None,
     evaluator: EvaluatorOpt = None,
     calibration: CalibrationOpt = None,
+    no_calibration: NoCalibrationOpt = False,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -59,7 +61,7 @@ def batch_cmd(
     if (chunks_field is None) == (index is None):
         fail("give exactly one of --index DIR (retrieve) or --chunks-field NAME (chunks in each row)")
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = with_calibration(load(config, overrides, extra), calibration)
+    cfg = with_calibration(load(config, overrides, extra), calibration, no_calibration)
     try:
         rows = read_questions(questions, chunks_field, candidates_field, limit)
     except EvidentialError as exc:

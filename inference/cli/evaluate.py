@@ -12,6 +12,7 @@ from inference.cli.options import (
     CalibrationOpt,
     ConfigOpt,
     EvaluatorOpt,
+    NoCalibrationOpt,
     SetOpt,
     console,
     fail,
@@ -48,7 +49,8 @@ def evaluate_cmd(
         typer.Option(
             "--systems",
             help="Comma-separated systems: evidential, evidential-learned, evidential-prompt, naive, corrective, "
-            "selfrag; ablations evidential-no-fusion, evidential-no-routing, evidential-decomposed.",
+            "selfrag, majority (rule-only vote over the evaluator's claims); ablations evidential-no-fusion, "
+            "evidential-no-routing, evidential-decomposed.",
         ),
     ] = "evidential,naive",
     evaluator: EvaluatorOpt = None,
@@ -75,6 +77,7 @@ def evaluate_cmd(
     ] = "sentence-transformers/all-MiniLM-L6-v2",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")] = True,
     calibration: CalibrationOpt = None,
+    no_calibration: NoCalibrationOpt = False,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -88,7 +91,7 @@ def evaluate_cmd(
     from inference.evaluation.runner import EvaluateOptions, parse_seeds, parse_systems, run_evaluation
 
     extra = [f"evaluator.name={evaluator}"] if evaluator else []
-    cfg = with_calibration(load(config, overrides, extra), calibration)
+    cfg = with_calibration(load(config, overrides, extra), calibration, no_calibration)
     try:
         opts = EvaluateOptions(
             dataset=dataset,

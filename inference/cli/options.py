@@ -36,6 +36,7 @@ __all__ = [
     "parse_claims",
     "print_record",
     "with_calibration",
+    "NoCalibrationOpt",
 ]
 
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -81,8 +82,23 @@ def load(config: str | None, overrides: list[str] | None, extra: list[str]) -> R
         fail(str(exc))
 
 
-def with_calibration(cfg: RunConfig, calibration: Path | None) -> RunConfig:
-    """``--calibration FILE`` sets the run config's ``calibration`` field (the pipeline loads and checks it)."""
+NoCalibrationOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-calibration",
+        help="Run on raw evidence with the config's fusion values (no calibration file, not even the "
+        "checkpoint's own: `calibration: auto`).",
+    ),
+]
+
+
+def with_calibration(cfg: RunConfig, calibration: Path | None, no_calibration: bool = False) -> RunConfig:
+    """``--calibration FILE`` sets the run config's ``calibration`` field (the pipeline loads and checks it);
+    ``--no-calibration`` sets it to null."""
+    if calibration is not None and no_calibration:
+        fail("--calibration and --no-calibration exclude each other")
+    if no_calibration:
+        return replace(cfg, calibration=None)
     if calibration is None:
         return cfg
     return replace(cfg, calibration=str(calibration))

@@ -11,7 +11,16 @@ from typing import Annotated
 import typer
 
 from evidential.errors import EvidentialError
-from inference.cli.options import CalibrationOpt, ConfigOpt, SetOpt, err, fail, load, with_calibration
+from inference.cli.options import (
+    CalibrationOpt,
+    ConfigOpt,
+    NoCalibrationOpt,
+    SetOpt,
+    err,
+    fail,
+    load,
+    with_calibration,
+)
 from inference.server.app import API_KEY_ENV, ServerConfig, check_concurrency, create_app
 
 _H = ServerConfig.help()
@@ -23,6 +32,7 @@ def serve_cmd(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
     calibration: CalibrationOpt = None,
+    no_calibration: NoCalibrationOpt = False,
     index: Annotated[
         Path | None,
         typer.Option(
@@ -62,7 +72,7 @@ def serve_cmd(
 
     from inference.backends.base import BackendError
 
-    cfg = with_calibration(load(config, overrides, []), calibration)
+    cfg = with_calibration(load(config, overrides, []), calibration, no_calibration)
     if log_level not in LOG_LEVELS:
         fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}; got {log_level!r}")
     try:

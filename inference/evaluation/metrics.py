@@ -58,6 +58,10 @@ __all__ = [
     "spearman",
     "strict_exact_match",
     "token_f1",
+    "SHORT_ANSWER_EXTRACTOR_VERSION",
+    "committed_answers",
+    "extract_short_answer",
+    "short_answer_scores",
 ]
 
 
@@ -129,6 +133,85 @@ def answer_contained(prediction: str, golds: str | Iterable[str]) -> float:
         if (not gold and not pred) or (gold and f" {gold} " in f" {pred} "):
             return 1.0
     return 0.0
+
+
+# --------------------------------------------------------------------------------------------------------
+# Short answers: the answer(s) a system commits to
+# --------------------------------------------------------------------------------------------------------
+
+SHORT_ANSWER_EXTRACTOR_VERSION = "short-answer/1.0"
+_CITATION_RE = re.compile(r"\s*\[[^\]]{1,80}\]")
+_LEAD_RE = re.compile(r"^\s*(?:answer|final answer|short answer)\s*[:\-]\s*", re.IGNORECASE)
+_SENTENCE_END_RE = re.compile(r"(?<!\b[A-Z])(?<!\b(?:Mr|Ms|Dr|St|Jr|Sr|vs))[.!?](?:\s|$)|\n")
+_COPULA_RE = re.compile(r"^(?P<head>.*?\b(?:is|was|are|were|by|in|on|at)\b)\s+(?P<tail>\S.*)$", re.IGNORECASE)
+
+
+def extract_short_answer(response: str, question: str = "") -> str:
+    """The short answer a free-text response commits to (``short-answer/1.0``), the same rule for every
+    system whose record does not list its committed answers.
+
+    Rule: drop bracketed citations (``[c1]``), take the first sentence (up to ``.``/``!``/``?`` followed by
+    a space, or a newline), drop a leading ``Answer:``; when the sentence restates the question ("The
+    artist of the album X is Y") — the part before its first ``is/was/are/were/by/in/on/at`` is at least
+    half made of the question's words — keep only what follows that word, less its leading words that are
+    the question's too ("associated with X" for "What is Y associated with?"). Trailing punctuation is
+    removed.
+    A refusal or an empty response gives ``""``.
+
+    >>> extract_short_answer('The artist of the album "Crazy World" is Scorpions [c1]. It was released in 1990.',
+    ...                      'Who is the artist of the album "Crazy World"?')
+    'Scorpions'
+    >>> extract_short_answer("Answer: Paris [c2]")
+    'Paris'
+    """
+    if not response or is_refusal(response):
+        return ""
+    text = _CITATION_RE.sub("", response).strip()
+    m = _SENTENCE_END_RE.search(text)
+    sentence = _LEAD_RE.sub("", text[: m.start()] if m else text).strip()
+    q_words = set(normalize_text(question).split())
+    c = _COPULA_RE.match(sentence)
+    if c and q_words:
+        head = normalize_text(c.group("head")).split()
+        if head and sum(w in q_words for w in head) >= len(head) / 2:
+            words = c.group("tail").split()
+            while len(words) > 1 and normalize_text(words[0]) in q_words:
+                words = words[1:]  # "... is associated with X" for "What is ... associated with?"
+            sentence = " ".join(words)
+    return sentence.strip().strip(" .,;:!?\"'")
+
+
+def committed_answers(record: Mapping[str, Any], question: str = "") -> list[str]:
+    """The answers a system's record commits to: its ``stated_claims`` when the record lists them
+    (EvidentialRAG, the majority vote: the direct answer, or the stated set; empty on an abstention),
+    else the :func:`extract_short_answer` of its ``response`` (Naive RAG, Corrective RAG, Self-RAG)."""
+    stated = record.get("stated_claims")
+    if isinstance(stated, list):
+        return [s for s in stated if isinstance(s, str) and s.strip()]
+    short = extract_short_answer(str(record.get("response") or ""), question)
+    return [short] if short else []
+
+
+def short_answer_scores(
+    committed: Sequence[str], golds: Iterable[str], wrong: Iterable[str] = (), strict: bool = False
+) -> dict[str, float | None]:
+    """EM and F1 of the committed answers: the best (answer, gold alias) pair; with ``strict`` also
+    ``short_strict_em`` (:func:`strict_exact_match` over the committed set: every gold answer committed to,
+    no wrong one). No gold gives ``None`` scores; no committed answer scores 0.
+
+    >>> short_answer_scores(["Elia Kazan", "Franco Giraldi"], ["Elia Kazan", "Franco Giraldi"], ["Spielberg"], True)
+    {'short_em': 1.0, 'short_f1': 1.0, 'short_strict_em': 1.0}
+    """
+    golds = list(golds)
+    if not golds:
+        return {"short_em": None, "short_f1": None, **({"short_strict_em": None} if strict else {})}
+    out: dict[str, float | None] = {
+        "short_em": max((exact_match(a, golds) for a in committed), default=0.0),
+        "short_f1": max((token_f1(a, golds) for a in committed), default=0.0),
+    }
+    if strict:
+        out["short_strict_em"] = float(strict_exact_match(committed, golds, wrong))
+    return out
 
 
 _ROUGE_TOKEN_RE = re.compile(r"[^\W_]+")

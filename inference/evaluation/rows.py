@@ -6,6 +6,7 @@ The runner writes these files, the report and the sweep read them; this module s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,17 +51,26 @@ def load_instances(path: Path) -> dict[str, dict]:
     return instances
 
 
-def instance_scores(inst: EvalInstance, response: str, confidence: float | None) -> dict[str, Any]:
-    """The per-instance scores of one answer (output level, the same for every system)."""
+def instance_scores(
+    inst: EvalInstance, record: Mapping[str, Any], confidence: float | None
+) -> dict[str, Any]:
+    """The per-instance scores of one answer record (output level, the same for every system): EM, F1,
+    containment accuracy and ROUGE-L of the whole ``response``; ``short_em`` / ``short_f1`` (and, on
+    RAMDocs, ``short_strict_em``) of the answers it commits to (:func:`~inference.evaluation.metrics.committed_answers`,
+    listed as ``committed_answers``); refusal, confidence and the known answers the response states."""
+    response = str(record.get("response") or "")
     golds = list(inst.gold_answers)
     refused = M.is_refusal(response)
     known = [*golds, *inst.wrong_answers]
     stated = [a for a in known if M.answer_contained(response, [a])]
+    committed = M.committed_answers(record, inst.question)
     out: dict[str, Any] = {
         "em": M.exact_match(response, golds) if golds else None,
         "f1": M.token_f1(response, golds) if golds else None,
         "accuracy": M.answer_contained(response, golds) if golds else None,
         "rouge_l": M.rouge_l(response, golds) if golds else None,
+        **M.short_answer_scores(committed, golds, inst.wrong_answers, strict=inst.dataset == "ramdocs"),
+        "committed_answers": committed,
         "refused": refused,
         "should_refuse": inst.expected_behaviour == "unanswerable",
         "confidence": confidence,

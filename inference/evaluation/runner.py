@@ -470,7 +470,7 @@ def run_evaluation(
                             "wrong_answers": list(inst.wrong_answers),
                             "record": rec,
                             "judge": jd.to_dict(),
-                            "scores": instance_scores(inst, rec.get("response") or "", _confidence(rec)),
+                            "scores": instance_scores(inst, rec, _confidence(rec)),
                             "latency_s": rounded(wall / len(part)),
                             "batch_size": len(part),
                             "peak_rss_mib": rounded(mem.peak_rss_mib, 1),

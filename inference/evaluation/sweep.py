@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ import torch
 from evidential import ROUTES, FusionConfig, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
+from inference.answer import stated_claim_texts
 from inference.evaluation.datasets import EvalInstance
 from inference.evaluation.judges import JudgeInput, build_judge
 from inference.evaluation.report.stats import (
@@ -94,6 +95,8 @@ BEHAVIOUR_ROUTE = {
 TABLE_METRICS = (
     "accuracy",
     "strict_em",
+    "short_em",
+    "short_strict_em",
     "route_accuracy",
     "hallucination_rate",
     "conflict_resolution_rate",
@@ -115,10 +118,18 @@ class SweepSetting:
     tau1: float
     tau2: float
     policy: str
+    state_ratio: float = 0.5
 
     def fusion(self) -> FusionConfig:
         """The validated :class:`~evidential.FusionConfig` of this setting."""
-        return FusionConfig(lam=self.lam, rule=self.rule, tau1=self.tau1, tau2=self.tau2, policy=self.policy)
+        return FusionConfig(
+            lam=self.lam,
+            rule=self.rule,
+            tau1=self.tau1,
+            tau2=self.tau2,
+            policy=self.policy,
+            state_ratio=self.state_ratio,
+        )
 
 
 @dataclass
@@ -186,7 +197,7 @@ class SweepGrid:
         out += [
             SweepSetting(f"policy {p}", "policy", b.rule, b.lam, b.tau1, b.tau2, p) for p in self.policies
         ]
-        return out
+        return [replace(s, state_ratio=b.state_ratio) for s in out]
 
 
 def parse_lams(text: str) -> list[float]:
@@ -298,18 +309,27 @@ def refuse_rows(
         claims = [{**c, "mass": rounded(belief[i][j])} for j, c in enumerate(batch.claims[i])]
         answer = claims[sel[i]]["text"] if sel[i] >= 0 else None
         name = ROUTES[ids[i]]
-        response = template_response(name, claims, answer)
+        stated = stated_claim_texts([c["text"] for c in claims], belief[i], name, sel[i], fc.state_ratio)
+        response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]
         record = {
             "route": name,
             "response": response,
             "answer": answer,
+            "stated_claims": stated,
             "claims": claims,
             "uncertainty": rounded(u[i]),
             "ignorance": rounded(ign[i]),
             "conflict": rounded(con[i]),
             "confidence": rounded(conf[i]),
-            "fusion": {"rule": fc.rule, "lam": fc.lam, "tau1": fc.tau1, "tau2": fc.tau2, "policy": fc.policy},
+            "fusion": {
+                "rule": fc.rule,
+                "lam": fc.lam,
+                "tau1": fc.tau1,
+                "tau2": fc.tau2,
+                "policy": fc.policy,
+                "state_ratio": fc.state_ratio,
+            },
             "generator": "template",
             "logical_decisions": row["record"].get("logical_decisions"),
             "batched_passes": row["record"].get("batched_passes"),
@@ -317,7 +337,7 @@ def refuse_rows(
         new = {
             **row,
             "record": record,
-            "scores": instance_scores(inst, response, min(max(conf[i], 0.0), 1.0)),
+            "scores": instance_scores(inst, record, min(max(conf[i], 0.0), 1.0)),
         }
         key = (row["id"], response)
         if key in cache:
@@ -488,10 +508,12 @@ def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
     """The sweep's Markdown: Tables 9, 10, 12, the routing-policy comparison and prompt vs learned."""
     ref = sweep.get("reference")
     has_strict = sweep.get("dataset") == "ramdocs"
-    cols = [c for c in TABLE_METRICS if c != "strict_em" or has_strict]
+    cols = [c for c in TABLE_METRICS if c not in ("strict_em", "short_strict_em") or has_strict]
     names = {
         "accuracy": "accuracy",
         "strict_em": "strict EM",
+        "short_em": "short EM",
+        "short_strict_em": "short strict EM",
         "route_accuracy": "route acc.",
         "hallucination_rate": "halluc. ↓",
         "conflict_resolution_rate": "CRR ↑",

@@ -40,6 +40,8 @@ def make_aligner(cfg) -> ClaimAligner:
         number_tolerance=cfg.number_tolerance,
         similarity=similarity,
         similarity_threshold=cfg.similarity_threshold,
+        aliases=dict(cfg.aliases),
+        merge_subspans=cfg.merge_subspans,
     )
 
 
@@ -73,6 +75,7 @@ def learned_evaluator(cfg) -> LearnedEvaluator:
         support_threshold=cfg.support_threshold,
         max_chunk_chars=cfg.max_chunk_chars,
         checkpoint=ckpt,
+        span_repair=cfg.span_repair,
     )
 
 

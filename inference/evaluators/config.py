@@ -87,6 +87,27 @@ class ClaimAlignmentFields:
             "ends": "[)",
         },
     )
+    merge_subspans: bool = field(
+        default=True,
+        metadata={
+            "help": "Merge a claim that is a contiguous part of exactly one longer claim into it ('Obama' into 'Barack Obama'); never across numbers, months, negation or qualifiers."
+        },
+    )
+    aliases: dict[str, str] = field(
+        default_factory=dict,
+        metadata={
+            "help": "User alias table for claim alignment: alias -> canonical answer (matched case- and punctuation-insensitively, before the built-in table), e.g. {NY: New York}.",
+            "check": lambda x: (
+                isinstance(x, dict)
+                and all(
+                    isinstance(k, str) and k.strip() and isinstance(v, str) and v.strip()
+                    for k, v in x.items()
+                )
+            ),
+            "must": "be a mapping of non-empty alias strings to non-empty answer strings",
+            "allow_empty": True,
+        },
+    )
 
 
 @dataclass
@@ -105,6 +126,12 @@ class LearnedEvaluatorFields:
         metadata={
             "help": "Learned evaluator: evidence at which a chunk counts as supporting its top claim.",
             "range": (0.0, None),
+        },
+    )
+    span_repair: bool = field(
+        default=True,
+        metadata={
+            "help": "Learned evaluator: move extracted spans' edges to whole words, names and dates (training.utils.spans.repair_span)."
         },
     )
     device: str = field(

@@ -46,6 +46,7 @@ class LearnedEvaluator:
         support_threshold: Evidence at which a chunk counts as supporting its top claim.
         max_chunk_chars: Chunks are cut to this many characters (the encoder truncates tokens anyway).
         checkpoint: Where the model came from (recorded in every result's ``meta``).
+        span_repair: Repair extracted spans' edges (:func:`training.utils.spans.repair_span`).
     """
 
     name = "learned"
@@ -57,12 +58,14 @@ class LearnedEvaluator:
         support_threshold: float = 1.0,
         max_chunk_chars: int = 4000,
         checkpoint: str | Path | None = None,
+        span_repair: bool = True,
     ):
         self.model = model
         self.aligner = aligner or ClaimAligner()
         self.support_threshold = float(support_threshold)
         self.max_chunk_chars = max_chunk_chars
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
+        self.span_repair = bool(span_repair)
         self.passes = 0
         self.decisions = 0
         self.counts = {"valid": 0, "repaired": 0, "failed": 0}
@@ -141,7 +144,9 @@ class LearnedEvaluator:
         if not need:
             return {}
         flat = self.model.extract_spans(
-            [queries[n] for n in need for _ in texts[n]], [t for n in need for t in texts[n]]
+            [queries[n] for n in need for _ in texts[n]],
+            [t for n in need for t in texts[n]],
+            repair=self.span_repair,
         )
         self.passes += 1
         spans, pos = {}, 0

@@ -48,6 +48,9 @@ class GenerationInput:
         conflict: The part of ``U_global`` that came from transferred conflict (``λK``).
         answer: The selected claim's text (the highest-mass claim, Eq 27), or ``None`` when no claim has mass.
         chunks: The retrieved chunks in rank order; the prompt quotes their text (cut to a character budget).
+        stated: The texts of the claims the answer states (the record's ``stated_claims``,
+            :func:`evidential.stated_mask`); ``None``: the selected claim (direct) or every claim with
+            positive mass (conflict).
     """
 
     question: str
@@ -58,6 +61,7 @@ class GenerationInput:
     conflict: float = 0.0
     answer: str | None = None
     chunks: list[Chunk] = field(default_factory=list)
+    stated: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str):
@@ -84,6 +88,12 @@ class GenerationInput:
             raise DataError(f"generation input: answer must be a string or null; got {self.answer!r}")
         if any(not isinstance(c, Chunk) for c in self.chunks):
             raise DataError("generation input: chunks must be inference.types.Chunk objects")
+        if self.stated is not None and (
+            not isinstance(self.stated, list) or any(not isinstance(t, str) for t in self.stated)
+        ):
+            raise DataError(
+                f"generation input: stated must be a list of claim texts or null; got {self.stated!r}"
+            )
 
 
 @dataclass
@@ -163,14 +173,21 @@ def rendered_route(inp: GenerationInput) -> str:
 
 
 def presented_claims(inp: GenerationInput) -> list[Mapping[str, Any]]:
-    """The claims the rendered route presents (Eq 15): the selected claim (direct), every claim with
-    positive fused mass in mass order (conflict), none (abstain)."""
+    """The claims the rendered route presents (Eq 15): the selected claim (direct), the claims with
+    positive fused mass in mass order (conflict), none (abstain). With ``inp.stated`` the direct route
+    adds the other stated claims after the selected one and the conflict route keeps only stated claims."""
     r = rendered_route(inp)
+    ranked = ranked_claims(inp.claims)
+    stated = set(inp.stated) if inp.stated is not None else None
     if r == "direct":
         sel = _selected(inp)
-        return [sel] if sel is not None else []
+        if sel is None:
+            return []
+        extra = [c for c in ranked if stated is not None and c["text"] in stated and c is not sel]
+        return [sel, *extra]
     if r == "conflict":
-        return ranked_claims(inp.claims)
+        kept = [c for c in ranked if stated is None or c["text"] in stated]
+        return kept or ranked[:1]
     return []
 
 
@@ -204,6 +221,7 @@ def generation_input_from_record(record: Mapping[str, Any], chunks: Sequence[Chu
         conflict=record.get("conflict", 0.0),
         answer=record.get("answer"),
         chunks=list(chunks),
+        stated=list(record["stated_claims"]) if record.get("stated_claims") is not None else None,
     )
 
 

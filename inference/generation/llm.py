@@ -44,8 +44,10 @@ def check_output(inp: GenerationInput, text: str) -> str | None:
 
     Rules (by the rendered route, Eq 15): the text is non-empty, does not echo the ``<chunk>`` delimiters
     and is not degenerate (of 12 or more words, at most half the word trigrams repeat). A direct answer
-    states the selected claim (Eq 27) and no other supported claim; a conflict-aware answer names at least
-    two of the competing claims (all of them when fewer). Claims match SQuAD-normalized, as whole words.
+    states every presented claim (the selected one, Eq 27, and the other stated claims); a conflict-aware
+    answer names at least two of the presented competing claims (all of them when fewer); neither names a
+    supported claim it does not present (a claim below the stated-set bar, e.g. a planted one). Claims
+    match SQuAD-normalized, as whole words.
     An abstention only has to pass the general rules.
     """
     if not text.strip():
@@ -57,20 +59,30 @@ def check_output(inp: GenerationInput, text: str) -> str | None:
     r = rendered_route(inp)
     claims = presented_claims(inp)
     norm = normalize_text(text)
+    shown = [c["text"] for c in claims]
     if r == "direct":
-        selected = claims[0]["text"]
-        if not _mentions(norm, selected):
-            return f"direct answer does not state the selected claim {selected!r}"
-        rest = f" {norm} ".replace(f" {normalize_text(selected)} ", " ")
-        others = [c["text"] for c in ranked_claims(inp.claims) if c["text"] != selected]
-        named = [c for c in others if _mentions(rest, c)]
-        if named:
-            return f"direct answer also names competing claims {named!r}"
+        missing = [t for t in shown if not _mentions(norm, t)]
+        if missing:
+            which = "selected" if missing[0] == shown[0] else "stated"
+            return f"direct answer does not state the {which} claim {missing[0]!r}"
     if r == "conflict":
         need = min(2, len(claims))
-        named = sum(_mentions(norm, c["text"]) for c in claims)
+        named = sum(_mentions(norm, t) for t in shown)
         if named < need:
             return f"conflict-aware answer names {named} of the {len(claims)} competing claims; needs {need}"
+    if r in ("direct", "conflict"):
+        rest = f" {norm} "
+        for t in sorted(shown, key=len, reverse=True):
+            rest = rest.replace(f" {normalize_text(t)} ", " ")
+        named = [
+            c["text"]
+            for c in ranked_claims(inp.claims)
+            if c["text"] not in shown and _mentions(rest, c["text"])
+        ]
+        if named and r == "direct":
+            return f"direct answer also names competing claims {named!r}"
+        if named:
+            return f"conflict-aware answer names claims below the stated-set bar {named!r}"
     return None
 
 

@@ -1,8 +1,9 @@
 """The generator's prompt (paper §3.5), versioned: a route-specific instruction and the fused evidence.
 
 The system message holds the shared role and data rules plus the instruction of the route (Eq 15):
-*direct* — answer with the highest-mass claim and cite its supporting chunks; *conflict* — say that the
-sources disagree and list the competing claims with their sources and masses, presenting none as settled;
+*direct* — answer with the highest-mass claim and cite its supporting chunks (one sentence per answer when
+several claims are stated); *conflict* — say that the sources disagree and list the stated competing claims
+with their sources and masses, presenting none as settled;
 *abstain* — decline and say what evidence would be needed. The user message holds the question, the ranked
 evidence summary (claims by fused mass, their supporting chunk ids, ``U_global`` and its ignorance and
 conflict parts) and the chunk texts between ``<chunk>`` delimiters (look-alike delimiters inside a chunk are
@@ -30,7 +31,7 @@ __all__ = [
     "quoted_chunks",
 ]
 
-GENERATION_PROMPT_VERSION = "routed-answer/1.0"
+GENERATION_PROMPT_VERSION = "routed-answer/1.1"
 TRUNCATION_MARK = " [...]"
 
 SYSTEM_PREAMBLE = """\
@@ -62,6 +63,10 @@ ROUTE_INSTRUCTIONS: dict[str, str] = {
 # the closing line of the user message; {answer} and {cites} are filled for the direct route
 ROUTE_TASKS: dict[str, str] = {
     "direct": "Write one sentence that answers the question with {answer}, then cite {cites}.",
+    "direct_several": (
+        "The question has several valid answers (the name may refer to different entities). Write one "
+        "short sentence per answer, each with its chunk ids: {claims}."
+    ),
     "conflict": (
         'Write "The sources disagree." Then write one line per claim with its chunk ids and mass: {claims}.'
     ),
@@ -74,7 +79,8 @@ def _cites(ids: list[str]) -> str:
 
 
 def evidence_summary(inp: GenerationInput) -> str:
-    """The ranked evidence summary: claims with positive mass by fused mass, then ``U_global`` (Eqs 13-15).
+    """The ranked evidence summary: the presented claims (with ``inp.stated``; else every claim with positive
+    mass) by fused mass, how many were left out, then ``U_global`` (Eqs 13-15).
 
     >>> inp = GenerationInput("q", "conflict", [{"id": "a1", "text": "X", "mass": 0.3, "chunk_ids": ["c2"]},
     ...     {"id": "a2", "text": "Y", "mass": 0.5, "chunk_ids": ["c1", "c3"]}], 0.2, 0.05, 0.15, "Y")
@@ -83,10 +89,14 @@ def evidence_summary(inp: GenerationInput) -> str:
     2. "X" (mass 0.30; chunks [c2])
     U_global: 0.20 (ignorance 0.05, conflict 0.15)
     """
+    shown = presented_claims(inp) if inp.stated is not None else ranked_claims(inp.claims)
     lines = [
         f"{n}. {json.dumps(c['text'], ensure_ascii=False)} (mass {c['mass']:.2f}; chunks {_cites(list(c['chunk_ids']))})"
-        for n, c in enumerate(ranked_claims(inp.claims), 1)
+        for n, c in enumerate(shown, 1)
     ] or ["(no claim is supported by the sources)"]
+    left = len(ranked_claims(inp.claims)) - len(shown)
+    if left > 0:
+        lines.append(f"({left} further claim{'s' if left > 1 else ''} with too little support left out)")
     lines.append(
         f"U_global: {inp.uncertainty:.2f} (ignorance {inp.ignorance:.2f}, conflict {inp.conflict:.2f})"
     )
@@ -115,7 +125,14 @@ def build_generation_prompt(inp: GenerationInput, max_chunk_chars: int = 1000) -
         raise ValueError(f"max_chunk_chars must be an integer >= 1; got {max_chunk_chars!r}")
     r = rendered_route(inp)
     presented = presented_claims(inp)
-    if r == "direct":
+    if r == "direct" and len(presented) > 1:
+        task = ROUTE_TASKS["direct_several"].format(
+            claims="; ".join(
+                f"{json.dumps(c['text'], ensure_ascii=False)} {_cites(list(c['chunk_ids']))}"
+                for c in presented
+            )
+        )
+    elif r == "direct":
         task = ROUTE_TASKS["direct"].format(
             answer=json.dumps(presented[0]["text"], ensure_ascii=False),
             cites=_cites(list(presented[0]["chunk_ids"])),

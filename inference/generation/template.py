@@ -1,9 +1,10 @@
 """The deterministic template generator (paper §3.5 routes, no model): evaluation baseline and LLM fallback.
 
 It renders the three routes of Eq 15 from the fused evidence alone: the direct answer states the selected
-claim (Eq 27) with its supporting chunks; the conflict-aware answer says that the sources disagree and lists
-every claim with positive fused mass, highest first, with its mass and sources; the abstention declines and
-says what evidence would be needed.
+claim (Eq 27) with its supporting chunks, and the other stated claims when several clear the bar
+(:func:`evidential.stated_mask`); the conflict-aware answer says that the sources disagree and lists the
+stated claims, highest mass first, with their mass and sources; the abstention declines and says what
+evidence would be needed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from inference.generation.base import (
     GenerationInput,
     GenerationOutput,
     cited_chunk_ids,
-    ranked_claims,
+    presented_claims,
     rendered_route,
 )
 
@@ -29,28 +30,52 @@ ABSTAIN_TEXT = (
 )
 
 
-def template_response(route_name: str, claims: Sequence[Mapping[str, Any]], answer: str | None) -> str:
+def template_response(
+    route_name: str,
+    claims: Sequence[Mapping[str, Any]],
+    answer: str | None,
+    stated: Sequence[str] | None = None,
+) -> str:
     """A deterministic, LLM-free rendering of the three routes (paper §3.5, Eq 15).
 
     Args:
         route_name: ``direct``, ``conflict`` or ``abstain``.
         claims: Dicts with ``text``, ``mass`` (fused singleton mass) and ``chunk_ids``.
         answer: The selected claim's text (Eq 27), or ``None``.
+        stated: The claims the answer states (the record's ``stated_claims``); ``None``: the selected claim
+            (direct) or every claim with positive mass (conflict).
 
     A direct route without a selected claim, or a conflict route without a claim of positive mass, has
-    nothing to present and renders the abstention. Ties in mass keep the claims' frame order. A claim no
-    chunk supports (mass from alignment alone) is listed with its mass and without a sources part.
+    nothing to present and renders the abstention. A direct route that states several claims gives each
+    with its sources (the question may name several entities). Ties in mass keep the claims' frame order.
+    A claim no chunk supports (mass from alignment alone) is listed without a sources part.
     """
-    ranked = ranked_claims(claims)
-    if route_name == "direct" and answer is not None:
-        top = next((c for c in ranked if c["text"] == answer), None)
-        if top is not None:
-            return f"{answer} [sources: {', '.join(top['chunk_ids'])}]"
-    if route_name == "conflict" and ranked:
+    inp = GenerationInput(
+        "",
+        route_name,
+        [dict(c, id=c.get("id", ""), chunk_ids=list(c.get("chunk_ids", []))) for c in claims],
+        answer=answer,
+        stated=list(stated) if stated is not None else None,
+    )
+    shown = presented_claims(inp)
+    r = rendered_route(inp)
+    if r == "direct" and len(shown) == 1:
+        return f"{answer} [sources: {', '.join(shown[0]['chunk_ids'])}]"
+    if r == "direct":
+        parts = [
+            f"{c['text']}" + (f" [sources: {', '.join(c['chunk_ids'])}]" if c["chunk_ids"] else "")
+            for c in shown
+        ]
+        return (
+            "The sources support several answers, which may refer to different entities of that name: "
+            + "; ".join(parts)
+            + "."
+        )
+    if r == "conflict":
         parts = [
             f"{c['text']} (mass {c['mass']:.2f}"
             + (f"; sources: {', '.join(c['chunk_ids'])})" if c["chunk_ids"] else ")")
-            for c in ranked
+            for c in shown
         ]
         return "The sources disagree; competing answers: " + "; ".join(parts) + "."
     return ABSTAIN_TEXT
@@ -67,7 +92,7 @@ class TemplateGenerator:
     def render(self, inp: GenerationInput) -> GenerationOutput:
         """The template output of one input (``seconds`` left at 0)."""
         return GenerationOutput(
-            text=template_response(inp.route, inp.claims, inp.answer),
+            text=template_response(inp.route, inp.claims, inp.answer, inp.stated),
             route=rendered_route(inp),
             cited_chunk_ids=cited_chunk_ids(inp),
             generator=self.name,

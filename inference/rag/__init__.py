@@ -2,7 +2,8 @@
 registry :data:`SYSTEMS`: EvidentialRAG (``evidential``), its forced-evaluator variants and ablations
 (``evidential-learned``, ``evidential-prompt``, ``evidential-no-fusion``, ``evidential-no-routing``,
 ``evidential-decomposed``) and the baselines on the same retriever, generator, context budget and
-generation length (``naive``, ``corrective``, ``selfrag``; the paper's matched comparison, §4.2).
+generation length (``naive``, ``corrective``, ``selfrag``; the paper's matched comparison, §4.2) and the
+rule-only ``majority`` vote over the same evaluator's claims.
 :data:`BASELINES` is the view of :data:`SYSTEMS` holding the baselines."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from inference.rag.evidential import (
     EvidentialPrompt,
     EvidentialRAG,
 )
+from inference.rag.majority import MajorityVoteRAG, majority_vote
 from inference.rag.naive import NAIVE_PROMPT_VERSION, NaiveRAG, naive_prompt
 from inference.rag.selfrag import SelfRAG, SelfRAGConfig
 
@@ -44,6 +46,7 @@ __all__ = [
     "EvidentialNoRouting",
     "EvidentialPrompt",
     "EvidentialRAG",
+    "MajorityVoteRAG",
     "NAIVE_PROMPT_VERSION",
     "NaiveRAG",
     "RAGSystem",
@@ -55,12 +58,13 @@ __all__ = [
     "SystemView",
     "build_systems",
     "config_with_seed",
+    "majority_vote",
     "naive_prompt",
     "seed_everything",
 ]
 
 # the baselines EvidentialRAG is compared with: a view of the one registry
-BASELINES = SystemView("baseline", ("naive", "selfrag", "corrective"))
+BASELINES = SystemView("baseline", ("naive", "selfrag", "corrective", "majority"))
 
 for _system in (
     EvidentialRAG,
@@ -70,6 +74,7 @@ for _system in (
     EvidentialNoRouting,
     EvidentialDecomposed,
     NaiveRAG,
+    MajorityVoteRAG,
     CorrectiveRAG,
     SelfRAG,
 ):

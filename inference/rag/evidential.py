@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from evidential import FusionConfig
 from evidential.errors import ConfigError
 from inference.answer import AnswerRecord, RetrievalInfo, RetrievedChunk, build_answer_record
+from inference.calibration import calibration_record, resolve_calibration
 from inference.evaluators import build_evaluator
 from inference.generation import (
     attach_generation,
@@ -88,13 +89,10 @@ class EvidentialRAG(RAGSystem):
         retriever=None,
     ):
         config = self.configured(config)
-        self.calibration = None
         self.calibration_info: dict[str, Any] | None = None
-        if config.calibration is not None:
-            from inference.calibration import calibration_record, load_calibration
-
-            self.calibration = load_calibration(config.calibration, config)
-            self.calibration_info = calibration_record(self.calibration, config.calibration)
+        self.calibration, path, self.calibration_note = resolve_calibration(config)
+        if self.calibration is not None:
+            self.calibration_info = calibration_record(self.calibration, path)
             config = replace(config, fusion=replace(config.fusion, **self.calibration.fusion_overrides()))
         super().__init__(config)
         t0 = time.perf_counter()
@@ -154,6 +152,7 @@ class EvidentialRAG(RAGSystem):
             out["evaluator_model"] = cfg.evaluator.backend.model
         if cfg.generator.name == "llm":
             out["generator_model"] = cfg.generator.backend.model
+        out["calibration"] = (self.calibration_info or {}).get("file") or self.calibration_note
         return out
 
     # ------------------------------------------------------------------------------------------------

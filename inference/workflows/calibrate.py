@@ -454,6 +454,7 @@ def _scored_metrics(
                 "lam": fusion.lam,
                 "tau1": fusion.tau1,
                 "tau2": fusion.tau2,
+                "state_ratio": fusion.state_ratio,
             },
         },
         "after": {**_strip(after), **extras_after, "in_sample": True},
@@ -475,7 +476,12 @@ def _fit(
     data = CalibrationData.from_examples(outcomes)
     prior = (fusion.lam, fusion.tau1, fusion.tau2)
     calibrator = EvidenceCalibrator(
-        rule=fusion.rule, policy=fusion.policy, prior=prior, fit_power=fit_power, isotonic=isotonic
+        rule=fusion.rule,
+        policy=fusion.policy,
+        prior=prior,
+        fit_power=fit_power,
+        isotonic=isotonic,
+        state_prior=fusion.state_ratio,
     ).fit(data)
     params = calibrator.params
     before = evaluate_parameters(
@@ -485,6 +491,7 @@ def _fit(
         tau2=fusion.tau2,
         rule=fusion.rule,
         policy=fusion.policy,
+        state_ratio=fusion.state_ratio,
         details=True,
     )
     after = calibrator.evaluate(data, details=True)

@@ -20,7 +20,11 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    broken by the ECE (15 equal-width bins) of the fused confidence, then by closeness to the configured
    (λ, τ1, τ2) — with no evidence to prefer one setting the prior (paper defaults) stays. λ is searched
    only for the ``lambda`` rule (``yager`` fixes λ = 1, ``dempster`` has none).
-3. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
+3. **The stated-set bar** (:func:`fit_state_ratio`), with λ and τ fixed: the ``state_ratio`` of
+   :func:`evidential.stated_mask` whose routed answers state exactly the gold claims on the most gold
+   queries (every valid answer kept, minority claims such as planted ones dropped), ties broken by
+   closeness to the configured bar.
+4. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
    P(selected claim is gold) (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
 
@@ -41,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from evidential import fuse, opinions_from_evidence
+from evidential import fuse, opinions_from_evidence, stated_mask
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
 from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
@@ -50,6 +54,7 @@ from training.utils.metrics import expected_calibration_error
 
 __all__ = [
     "LAM_GRID",
+    "STATE_RATIO_GRID",
     "POWER_GRID",
     "SCALE_GRID",
     "TAU_GRID",
@@ -61,9 +66,11 @@ __all__ = [
     "fit_calibration",
     "fit_evidence_scale",
     "fit_isotonic",
+    "fit_state_ratio",
     "fit_thresholds",
     "fold_of",
     "fused_outputs",
+    "set_hits",
 ]
 
 #: Evidence scales searched: 2^(i/4), i = -24..24 (1/64 … 64, geometric).
@@ -74,6 +81,9 @@ POWER_GRID: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 LAM_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(21))
 #: Thresholds searched: 0, 0.025, …, 1 (pairs with τ1 < τ2).
 TAU_GRID: tuple[float, ...] = tuple(round(i * 0.025, 4) for i in range(41))
+
+#: Stated-set bars searched (:func:`evidential.stated_mask`): 0, 0.05, …, 1.
+STATE_RATIO_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(21))
 
 _NLL_EPS = 1e-6
 
@@ -252,6 +262,41 @@ def fit_thresholds(
     )
 
 
+def set_hits(
+    data: CalibrationData, belief: torch.Tensor, routes: torch.Tensor, ratio: float
+) -> torch.Tensor:
+    """Per gold query: the stated set (:func:`evidential.stated_mask` at ``ratio`` on the routed answer)
+    is exactly the query's gold claims — every gold claim of the frame stated, no other claim."""
+    stated = stated_mask(belief, ratio, data.claim_mask, routes)
+    gold = data.gold & data.claim_mask
+    return ((stated == gold) | ~data.claim_mask).all(-1) & gold.any(-1)
+
+
+def fit_state_ratio(
+    data: CalibrationData,
+    belief: torch.Tensor,
+    routes: torch.Tensor,
+    prior: float = 0.5,
+    ratios: Sequence[float] = STATE_RATIO_GRID,
+) -> tuple[float, float]:
+    """Grid search of the stated-set bar on routed fused masses: the ratio whose stated sets equal the gold
+    sets on the most gold queries (:func:`set_hits`), ties broken by closeness to ``prior``. Returns
+    ``(ratio, set accuracy over the gold queries)``; ``(prior, 0.0)`` without a gold query."""
+    g = data.has_gold
+    if not bool(g.any()):
+        return float(prior), 0.0
+    best: tuple[int, float, float] | None = None
+    for r in sorted({float(x) for x in ratios} | {float(prior)}):
+        if not 0.0 <= r <= 1.0:
+            raise CalibrationError(f"stated-set ratios must lie in [0, 1]; got {r}")
+        hits = int(set_hits(data, belief, routes, r)[g].sum())
+        key = (-hits, round(abs(r - prior), 12), r)
+        if best is None or key < best:
+            best = key
+    assert best is not None
+    return best[2], -best[0] / int(g.sum())
+
+
 def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[str, list[float]]:
     """Isotonic regression (scikit-learn, increasing, outputs in [0, 1], clipped outside the fitted range)
     of correctness on confidence; returns its breakpoints ``{"x": [...], "y": [...]}``, which
@@ -287,10 +332,11 @@ def evaluate_parameters(
     rule: str = "lambda",
     policy: str = "paper",
     isotonic: dict[str, list[float]] | None = None,
+    state_ratio: float | None = None,
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
-    a gold reference ``selected_accuracy``, ``ece`` / ``nll`` / ``brier`` of the final confidence (isotonic-mapped
+    a gold reference ``set_accuracy`` (with ``state_ratio``: :func:`set_hits`), ``selected_accuracy``, ``ece`` / ``nll`` / ``brier`` of the final confidence (isotonic-mapped
     when ``isotonic`` is given) and ``ece_fused`` of the Eq 27 confidence itself. ``details=True`` adds the
     per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
     res, conf, correct = fused_outputs(data, scale, power, lam, rule)
@@ -311,6 +357,9 @@ def evaluate_parameters(
         "nll": float(_nll(c_final, ok)) if n_gold else 0.0,
         "brier": float(((c_final - ok.double()) ** 2).mean()) if n_gold else 0.0,
     }
+    if state_ratio is not None:
+        hits = set_hits(data, res.belief, ids, state_ratio)[g]
+        out["set_accuracy"] = float(hits.double().mean()) if n_gold else 0.0
     if details:
         out["_confidence"] = c_final.tolist()
         out["_correct"] = ok.tolist()
@@ -331,11 +380,15 @@ def fit_calibration(
     lams: Sequence[float] = LAM_GRID,
     taus: Sequence[float] = TAU_GRID,
     data_thresholds: bool = True,
+    state_prior: float = 0.5,
+    ratios: Sequence[float] = STATE_RATIO_GRID,
 ) -> dict[str, Any]:
-    """The three steps in order (scale/power at the prior λ → λ, τ1, τ2 → isotonic) on ``data``.
+    """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → isotonic) on
+    ``data``.
 
-    Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic}`` and, under
-    ``"fit"``, the objectives reached (NLL, route accuracy, ECE) and notes on steps that were skipped.
+    Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio}``
+    and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
+    steps that were skipped.
     """
     notes: list[str] = []
     sf = fit_evidence_scale(
@@ -354,9 +407,11 @@ def fit_calibration(
         taus=taus,
         data_thresholds=data_thresholds,
     )
+    res, conf, correct = fused_outputs(data, sf.scale, sf.power, tf.lam, rule)
+    routes = _route_ids(policy, res.uncertainty, tf.tau1, tf.tau2, res)
+    ratio, set_acc = fit_state_ratio(data, res.belief, routes, prior=state_prior, ratios=ratios)
     iso = None
     if isotonic:
-        _, conf, correct = fused_outputs(data, sf.scale, sf.power, tf.lam, rule)
         g = data.has_gold
         try:
             iso = fit_isotonic(conf[g].tolist(), correct[g].tolist())
@@ -371,11 +426,13 @@ def fit_calibration(
         "rule": rule,
         "policy": policy,
         "isotonic": iso,
+        "state_ratio": ratio,
         "fit": {
             "nll_identity": sf.nll_identity,
             "nll_scaled": sf.nll,
             "route_accuracy": tf.route_accuracy,
             "ece_fused": tf.ece,
+            "set_accuracy": set_acc,
             "notes": notes,
         },
     }
@@ -390,7 +447,7 @@ def fold_of(keys: Sequence[str], folds: int) -> list[int]:
     return out
 
 
-_PARAM_KEYS = ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic")
+_PARAM_KEYS = ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic", "state_ratio")
 
 
 def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> dict[str, Any]:
@@ -403,6 +460,7 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
     routes = torch.zeros(len(data), dtype=torch.long)
     conf = torch.zeros(len(data), dtype=torch.float64)
     correct = torch.zeros(len(data), dtype=torch.bool)
+    set_ok = torch.zeros(len(data), dtype=torch.bool)
     per_fold = []
     for f in range(folds):
         test = torch.nonzero(fold == f).flatten()
@@ -414,6 +472,7 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         routes[test] = _route_ids(p["policy"], res.uncertainty, p["tau1"], p["tau2"], res)
         conf[test] = isotonic_map(c, p["isotonic"])
         correct[test] = ok
+        set_ok[test] = set_hits(held, res.belief, routes[test], p["state_ratio"])
         per_fold.append({k: v for k, v in p.items() if k != "isotonic"} | {"queries": len(test)})
     g = data.has_gold
     n_gold = int(g.sum())
@@ -426,6 +485,7 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         "ece": _ece(conf[g], correct[g]),
         "nll": float(_nll(conf[g], correct[g])) if n_gold else 0.0,
         "brier": float(((conf[g] - correct[g].double()) ** 2).mean()) if n_gold else 0.0,
+        "set_accuracy": float(set_ok[g].double().mean()) if n_gold else 0.0,
         "per_fold": per_fold,
         "_confidence": conf[g].tolist(),
         "_correct": correct[g].tolist(),

@@ -66,7 +66,8 @@ class Calibration:
     """A fitted calibration (the calibration JSON file, version :data:`CALIBRATION_VERSION`).
 
     Parameters: ``scale``/``power`` (``e' = s · e^p``), ``lam``, ``tau1``, ``tau2`` (for ``rule`` and
-    ``policy``), ``isotonic`` (breakpoints, or None). Provenance: ``evaluator`` (name), ``evaluator_info``
+    ``policy``), ``isotonic`` (breakpoints, or None), ``state_ratio`` (the stated-set bar,
+    :func:`evidential.stated_mask`; optional — None keeps the run config's). Provenance: ``evaluator`` (name), ``evaluator_info``
     (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
     ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
     ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
@@ -81,6 +82,7 @@ class Calibration:
     rule: str = "lambda"
     policy: str = "paper"
     isotonic: dict[str, list[float]] | None = None
+    state_ratio: float | None = None
     evaluator_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +103,8 @@ class Calibration:
         self.tau2 = _num(p, "tau2", w, 0.0, 1.0)
         if not self.tau1 < self.tau2:
             raise CalibrationError(f"parameters: tau1 < tau2 is required; got {self.tau1}, {self.tau2}")
+        if self.state_ratio is not None:
+            self.state_ratio = _num({"state_ratio": self.state_ratio}, "state_ratio", w, 0.0, 1.0)
         if not isinstance(self.evaluator, str) or not self.evaluator:
             raise CalibrationError(f"evaluator.name must be a non-empty string; got {self.evaluator!r}")
         if self.rule not in FUSION_RULES:
@@ -139,8 +143,11 @@ class Calibration:
         return isotonic_map(confidence, self.isotonic)
 
     def fusion_overrides(self) -> dict[str, float]:
-        """``{lam, tau1, tau2}`` for :class:`evidential.FusionConfig`."""
-        return {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
+        """``{lam, tau1, tau2}`` (and ``state_ratio`` when fitted) for :class:`evidential.FusionConfig`."""
+        out = {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
+        if self.state_ratio is not None:
+            out["state_ratio"] = self.state_ratio
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,6 +163,7 @@ class Calibration:
                 "rule": self.rule,
                 "policy": self.policy,
                 "isotonic": self.isotonic,
+                **({"state_ratio": self.state_ratio} if self.state_ratio is not None else {}),
             },
             "data": self.data,
             "metrics": self.metrics,
@@ -194,6 +202,7 @@ class Calibration:
         return cls(
             evaluator=ev["name"],
             **{k: params[k] for k in known},
+            state_ratio=params.get("state_ratio"),  # optional: files fitted before the stated-set bar
             evaluator_info={k: v for k, v in ev.items() if k != "name"},
             data=d.get("data", {}),
             metrics=d.get("metrics", {}),

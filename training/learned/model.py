@@ -32,6 +32,7 @@ from torch import nn
 
 from evidential.errors import ConfigError
 from training.utils.configio import check_fields, is_int
+from training.utils.spans import repair_span
 
 __all__ = [
     "MINILM_HUB_IDS",
@@ -453,9 +454,12 @@ class EvidentialEvaluatorModel(nn.Module):
         return mats
 
     @torch.no_grad()
-    def extract_spans(self, queries: list[str], chunks: list[str]) -> list[SpanPrediction]:
+    def extract_spans(
+        self, queries: list[str], chunks: list[str], repair: bool = True
+    ) -> list[SpanPrediction]:
         """The best answer span of each (query, chunk) in one batched pass; ``text=None`` when the
-        no-answer score (``[CLS]``) beats every span."""
+        no-answer score (``[CLS]``) beats every span. With ``repair`` the span's edges are moved to whole
+        words, names and dates (:func:`training.utils.spans.repair_span`)."""
         if not queries:
             return []
         out_t = self(queries, chunks, None, spans=True)
@@ -479,6 +483,8 @@ class EvidentialEvaluatorModel(nn.Module):
                 out.append(SpanPrediction(None, score))
                 continue
             a, b = int(offsets[n, s, 0]), int(offsets[n, e, 1])
+            if repair:
+                a, b = repair_span(chunks[n], a, b)
             text = chunks[n][a:b].strip()
             out.append(SpanPrediction(text or None, score, a, b))
         return out

@@ -175,6 +175,15 @@ class TrainConfig:
     max_chunks_per_query: int = field(
         default=6, metadata={"help": "Chunks kept per query (in file order).", "range": (1, None)}
     )
+    span_chunks_per_query: int | None = field(
+        default=None,
+        metadata={
+            "help": "Chunks of each query that train the span head per step (rotating through the query's "
+            "chunks; null: all of them). Yes/no questions never train it: their claims are not extracted.",
+            "range": (1, None),
+            "null": "all",
+        },
+    )
     max_claims_per_query: int = field(
         default=6,
         metadata={"help": "Candidates kept per query (gold and labelled first).", "range": (1, None)},

@@ -50,7 +50,7 @@ from training.data.annotated import (
 )
 from training.data.benchmarks import build_dataset
 from training.learned.checkpoint import load_learned_model, save_checkpoint
-from training.learned.model import EvidentialEvaluatorModel
+from training.learned.model import EvidentialEvaluatorModel, is_yes_no_question
 from training.learned.span_loss import span_loss
 from training.trainer.config import TrainConfig
 from training.utils.io import write_json
@@ -191,6 +191,23 @@ def prepare_examples(groups: list[QueryGroup], max_chunks: int, max_claims: int)
             )
         )
     return [e for e in out if e.claims and e.chunks]
+
+
+def span_picks(
+    exs: list[QueryExample], per_query: int | None, epoch_progress: float
+) -> list[tuple[QueryExample, int]]:
+    """The (query, chunk index) pairs that train the span head in one step: ``per_query`` chunks of each
+    query (all when ``None``), starting at an offset that rotates with training progress. Yes/no questions
+    are left out: at inference their frame is ``{yes, no}`` and nothing is extracted."""
+    out = []
+    for n, ex in enumerate(exs):
+        if is_yes_no_question(ex.query) or not ex.chunks:
+            continue
+        k = len(ex.chunks)
+        take = k if per_query is None else min(per_query, k)
+        first = int(epoch_progress * 997 + n) % k
+        out.extend((ex, (first + j) % k) for j in range(take))
+    return out
 
 
 def span_targets(
@@ -346,10 +363,10 @@ class EvidentialTrainer:
                 claim_mask=claim_mask.unsqueeze(1).expand(b, k, m),
                 row_mask=has_teacher,
             )
-        if use_span:
-            # the span head reads [query; chunk] rows without candidates (as at inference): one chunk per
-            # query per step, rotating through the query's chunks
-            picks = [(ex, int(epoch_progress * 997 + n) % len(ex.chunks)) for n, ex in enumerate(exs)]
+        # the span head reads [query; chunk] rows without candidates (as at inference):
+        # span_chunks_per_query chunks per query per step, rotating through the query's chunks
+        picks = span_picks(exs, self.config.span_chunks_per_query, epoch_progress) if use_span else []
+        if picks:
             chunks = [ex.chunks[i] for ex, i in picks]
             claims, counts = zip(*(ex.span_claim(i) for ex, i in picks))
             fwd = model([ex.query for ex, _ in picks], chunks, None, spans=True)

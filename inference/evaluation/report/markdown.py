@@ -48,20 +48,24 @@ def settings_section(metrics: dict[str, Any], meta: dict[str, Any]) -> list[str]
 
 
 def answer_quality_section(metrics: dict[str, Any]) -> list[str]:
-    """Table 3: EM, F1, accuracy, ROUGE-L, BERTScore, strict EM (when any system has it) and the p-values
+    """Table 3: EM, F1, accuracy, ROUGE-L, BERTScore of the whole response; EM and F1 of the committed short
+    answer(s); strict EM of the response and of the committed set (when any system has it); the p-values
     of F1 and accuracy against the reference."""
     S, pv, ref = metrics["systems"], metrics["p_values"], metrics["reference"]
-    header = ["system", "EM", "F1", "accuracy", "ROUGE-L", "BERTScore"]
+    header = ["system", "EM", "F1", "accuracy", "ROUGE-L", "BERTScore", "short EM", "short F1"]
     has_strict = any(S[n]["mean_std"].get("strict_em", {}).get("mean") is not None for n in S)
     if has_strict:
-        header.append("strict EM (RAMDocs)")
+        header += ["strict EM (RAMDocs)", "short strict EM"]
     if pv:
         header += [f"p(F1 vs {ref})", f"p(acc vs {ref})"]
     rows = []
     for n in S:
-        row = [n, *(_ms(S, n, k) for k in ("em", "f1", "accuracy", "rouge_l", "bertscore"))]
+        row = [
+            n,
+            *(_ms(S, n, k) for k in ("em", "f1", "accuracy", "rouge_l", "bertscore", "short_em", "short_f1")),
+        ]
         if has_strict:
-            row.append(_ms(S, n, "strict_em"))
+            row += [_ms(S, n, "strict_em"), _ms(S, n, "short_strict_em")]
         if pv:
             row += [format_pvalue(pv, n, "f1"), format_pvalue(pv, n, "accuracy")]
         rows.append(row)

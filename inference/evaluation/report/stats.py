@@ -27,7 +27,7 @@ __all__ = [
 
 ROUTES = ("direct", "conflict", "abstain")
 BEHAVIOURS = ("answerable", "ambiguous", "misinformation", "conflict", "unanswerable")
-P_VALUE_METRICS = ("f1", "accuracy", "strict_em")
+P_VALUE_METRICS = ("f1", "accuracy", "strict_em", "short_f1")
 
 
 def mean_or_none(xs: Sequence[float | None]) -> float | None:
@@ -74,6 +74,9 @@ def seed_metrics(rows: list[dict]) -> dict[str, float | None]:
         "rouge_l": mean_or_none([s["rouge_l"] for s in sc]),
         "bertscore": mean_or_none([s.get("bertscore") for s in sc]),
         "strict_em": mean_or_none([s.get("strict_em") for s in sc]),
+        "short_em": mean_or_none([s.get("short_em") for s in sc]),
+        "short_f1": mean_or_none([s.get("short_f1") for s in sc]),
+        "short_strict_em": mean_or_none([s.get("short_strict_em") for s in sc]),
         "hallucination_rate": M.hallucination_rate(labels, refused),
         "conflict_resolution_rate": M.conflict_resolution_rate(
             labels, [r["expected_behaviour"] for r in rows]

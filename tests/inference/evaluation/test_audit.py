@@ -158,7 +158,7 @@ def run_dir(shared_data, tmp_path_factory) -> Path:
                     "wrong_answers": list(inst.wrong_answers),
                     "record": {"response": resp, "route": route, "chunks": []},
                     "judge": jd.to_dict(),
-                    "scores": instance_scores(inst, resp, None),
+                    "scores": instance_scores(inst, {"response": resp}, None),
                     "latency_s": 0.01,
                     "batch_size": 1,
                     "peak_rss_mib": 100.0,

@@ -19,14 +19,32 @@ def ramdocs_path(shared_data):
 def test_instance_scores_hand_checked(ramdocs_path):
     inst = next(i for i in load_eval_dataset("ramdocs", ramdocs_path) if i.wrong_answers)
     gold, wrong = inst.gold_answers[0], inst.wrong_answers[0]
-    s = instance_scores(inst, gold, 0.9)
+    s = instance_scores(inst, {"response": gold}, 0.9)
     assert s["em"] == 1.0 and s["f1"] == 1.0 and s["accuracy"] == 1.0 and s["rouge_l"] == 1.0
     assert s["refused"] is False and s["confidence"] == 0.9
     assert s["strict_em"] == float(len(set(inst.gold_answers)) == 1)
-    bad = instance_scores(inst, f"{gold} or {wrong}", None)
+    # a response without stated_claims commits to its extracted short answer (the gold here)
+    assert s["committed_answers"] == [gold] and s["short_em"] == 1.0 and s["short_f1"] == 1.0
+    bad = instance_scores(inst, {"response": f"{gold} or {wrong}"}, None)
     assert bad["strict_em"] == 0.0 and wrong in bad["stated_answers"]
-    refusal = instance_scores(inst, "I don't know.", None)
+    refusal = instance_scores(inst, {"response": "I don't know."}, None)
     assert refusal["refused"] is True and refusal["accuracy"] == 0.0
+    assert refusal["committed_answers"] == [] and refusal["short_em"] == 0.0
+
+
+def test_short_answer_scores_use_the_stated_set_on_real_ramdocs_records(ramdocs_path):
+    inst = next(i for i in load_eval_dataset("ramdocs", ramdocs_path) if len(i.gold_answers) >= 2 and i.wrong_answers)
+    golds, wrong = list(inst.gold_answers), inst.wrong_answers[0]
+    sentence = "The sources support several answers: " + "; ".join(golds) + "."
+    every = instance_scores(inst, {"response": sentence, "stated_claims": golds}, None)
+    assert every["committed_answers"] == golds
+    assert every["short_em"] == 1.0 and every["short_strict_em"] == 1.0
+    one = instance_scores(inst, {"response": golds[0], "stated_claims": golds[:1]}, None)
+    assert one["short_em"] == 1.0 and one["short_strict_em"] == 0.0  # a valid answer is missing
+    planted = instance_scores(inst, {"response": "x", "stated_claims": [*golds, wrong]}, None)
+    assert planted["short_em"] == 1.0 and planted["short_strict_em"] == 0.0  # a planted answer is stated
+    nothing = instance_scores(inst, {"response": "I cannot answer.", "stated_claims": []}, None)
+    assert nothing["short_em"] == 0.0 and nothing["short_f1"] == 0.0 and nothing["short_strict_em"] == 0.0
 
 
 def test_load_rows_drops_a_torn_last_line_and_rewrites_the_file(tmp_path):

@@ -259,7 +259,8 @@ def test_evidence_calibrator_fits_then_applies():
     assert cal.fit(d) is cal
     ref = fit_calibration(d, policy="paper", prior=(0.6, 0.35, 0.65))
     assert cal.params == {
-        k: ref[k] for k in ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic")
+        k: ref[k]
+        for k in ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic", "state_ratio")
     }
     assert cal.report == ref["fit"]
     ev = torch.tensor([[0.0, 1.0, 3.0]], dtype=torch.float64)
