@@ -84,3 +84,38 @@ def test_direct_policy_never_routes_away(u, t1, t2):
     assert route(u, t1, t2, policy="direct").names == "direct"
     r = route(torch.tensor([0.0, 0.5, 1.0]), policy="direct")
     assert r.ids.tolist() == [0, 0, 0] and r.policy == "direct"
+
+
+def test_stated_mask_hand_values():
+    from evidential import stated_mask
+
+    b = torch.tensor([[0.50, 0.30, 0.10, 0.0], [0.2, 0.2, 0.0, 0.0]], dtype=torch.float64)
+    assert stated_mask(b, 0.5).tolist() == [[True, True, False, False], [True, True, False, False]]
+    assert stated_mask(b, 0.0).tolist() == [[True, True, True, False], [True, True, False, False]]
+    assert stated_mask(b, 1.0).tolist() == [[True, False, False, False], [True, True, False, False]]
+    mask = torch.tensor([[True, False, True, True], [True, True, True, True]])
+    assert stated_mask(b, 0.1, claim_mask=mask)[0].tolist() == [True, False, True, False]
+    routes = torch.tensor([DIRECT, ABSTAIN])
+    assert stated_mask(b, 0.5, routes=routes)[1].tolist() == [False] * 4  # an abstention states nothing
+    for bad in (-0.1, 1.5, True, "0.5"):
+        with pytest.raises(ConfigError, match="ratio"):
+            stated_mask(b, bad)
+
+
+@given(
+    st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=6),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+)
+def test_stated_mask_properties(masses, r1, r2):
+    from evidential import stated_mask
+
+    b = torch.tensor(masses, dtype=torch.float64)
+    lo, hi = sorted((r1, r2))
+    a, c = stated_mask(b, lo), stated_mask(b, hi)
+    assert bool((c <= a).all())  # a higher bar states a subset
+    assert a.tolist() == (b > 0).tolist() if lo == 0 else True
+    if float(b.max()) > 0:
+        assert bool(c[int(b.argmax())])  # the top claim always clears the bar
+    else:
+        assert not bool(a.any())  # no mass: nothing is stated

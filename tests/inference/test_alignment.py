@@ -605,3 +605,40 @@ def test_minilm_keeps_wikicontradict_answers_apart(minilm, wikicontradict, musiq
         if r["answer_aliases"]
     )
     assert full >= 5
+
+
+def test_subspan_merges_short_forms_of_one_answer_only():
+    al = ClaimAligner(merge_subspans=True)
+    got = al.align(["Ahmed", "Ahmed Hussen", "Mo Farah", None])
+    assert [c.text for c in got.claims] == ["Ahmed Hussen", "Mo Farah"]
+    assert got.index == [0, 0, 1, None] and got.claims[0].forms == ["Ahmed Hussen", "Ahmed"]
+    assert [(m.a, m.b, m.rule) for m in got.merges] == [("Ahmed", "Ahmed Hussen", "subspan")]
+    assert [c.text for c in al.align(["Obama", "Barack Obama"]).claims] == ["Barack Obama"]
+    # two longer claims contain it: which one is unknown, so it stays apart
+    assert len(al.align(["Paris", "Paris, Texas", "Paris, France"]).claims) == 3
+    # guards: negation, numbers
+    assert len(al.align(["not Obama", "Barack Obama"]).claims) == 2
+    assert len(al.align(["Apollo", "Apollo 11"]).claims) == 2
+    # inventory claims given together stay apart (the user listed both)
+    assert len(al.align([], inventory=["Kazan", "Elia Kazan"]).claims) == 2
+    # off by default (the pure aligner is conservative)
+    assert len(ClaimAligner().align(["Obama", "Barack Obama"]).claims) == 2
+
+
+def test_new_york_forms_and_user_aliases():
+    al = ClaimAligner()
+    assert al.canonical("New York, NY") == al.canonical("NYC") == al.canonical("New York City")
+    assert al.canonical("New York") != al.canonical("NYC")  # the state is not the city
+    user = ClaimAligner(aliases={"The Big Apple": "New York City", "a dozen": "12"})
+    assert user.canonical("the big apple") == user.canonical("NYC")
+    assert user.canonical("A dozen") == user.canonical("12")
+
+
+def test_evaluator_config_aliases_reach_the_aligner(make_cfg):
+    from inference.evaluators import make_aligner
+
+    cfg = make_cfg('evaluator.aliases={"Big Apple": "New York City"}', "evaluator.merge_subspans=false")
+    al = make_aligner(cfg.evaluator)
+    assert al.canonical("Big Apple") == al.canonical("NYC") and al.merge_subspans is False
+    with pytest.raises(Exception, match="evaluator.aliases must be a mapping"):
+        make_cfg("evaluator.aliases=[1, 2]")

@@ -283,3 +283,38 @@ def test_prompt_calibration_with_extra_claims(shared_data, tmp_path):
 def test_serve_takes_a_calibration():
     r = runner.invoke(app, ["serve", "--help"])
     assert r.exit_code == 0 and "--calibration" in r.stdout
+
+
+def test_the_shipped_default_is_calibrated_and_no_calibration_turns_it_off():
+    shipped = CHECKPOINT / "calibration.json"
+    cal = Calibration.from_dict(json.loads(shipped.read_text()))
+    base = ["ask", QUESTION, "--chunks", str(CHUNKS), "--set", "generator.name=template", "--json"]
+    r = runner.invoke(app, base)
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)
+    assert Path(rec["calibration"]["file"]).resolve() == shipped.resolve()
+    f = rec["fusion"]
+    assert (f["lam"], f["tau1"], f["tau2"]) == (cal.lam, cal.tau1, cal.tau2)
+    if cal.state_ratio is not None:
+        assert f["state_ratio"] == cal.state_ratio
+    off = runner.invoke(app, [*base, "--no-calibration"])
+    assert off.exit_code == 0, off.output
+    raw = json.loads(off.stdout)
+    default = load_config("cpu").fusion
+    assert "calibration" not in raw and "calibrated_confidence" not in raw
+    assert (raw["fusion"]["lam"], raw["fusion"]["state_ratio"]) == (default.lam, default.state_ratio)
+    both = runner.invoke(app, [*base, "--no-calibration", "--calibration", str(shipped)])
+    assert both.exit_code == 2 and "exclude each other" in both.output
+
+
+def test_auto_calibration_applies_only_where_it_fits():
+    from inference.calibration import resolve_calibration
+
+    cal, path, note = resolve_calibration(load_config("cpu"))
+    assert cal is not None and path.name == "calibration.json" and note is None
+    cal, path, note = resolve_calibration(load_config("cpu", ["evaluator.name=prompt"]))
+    assert (cal, path) == (None, None) and "prompt evaluator" in note
+    cal, path, note = resolve_calibration(load_config("cpu", ["fusion.rule=average"]))
+    assert (cal, path) == (None, None) and "does not apply" in note and "fusion.rule" in note
+    cal, path, note = resolve_calibration(load_config("cpu", ["calibration=null"]))
+    assert (cal, path, note) == (None, None, None)

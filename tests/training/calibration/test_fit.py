@@ -17,6 +17,7 @@ from training.calibration import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
     SCALE_GRID,
+    STATE_RATIO_GRID,
     Calibration,
     CalibrationData,
     CalibrationError,
@@ -386,3 +387,41 @@ def test_checkpoint_fingerprint(tmp_path):
     (ck / "heads.safetensors").unlink()
     with pytest.raises(CalibrationError, match="missing"):
         checkpoint_fingerprint(ck)
+
+
+def test_fit_state_ratio_hand_computed():
+    from training.calibration import fit_state_ratio, set_hits
+
+    # query 0: two valid answers (masses 0.4 / 0.3); query 1: gold 0.5 vs a planted 0.15
+    belief = torch.tensor([[0.4, 0.3, 0.0], [0.5, 0.15, 0.0]], dtype=torch.float64)
+    data = CalibrationData.from_queries(
+        [torch.ones(1, 2, dtype=torch.float64), torch.ones(1, 2, dtype=torch.float64)],
+        [[0, 1], [0]],
+        ["conflict", "direct"],
+    )
+    routes = torch.tensor([1, 0])
+    # bars in (0.3, 0.75]: both valid answers of query 0 stated, the planted one of query 1 dropped
+    assert set_hits(data, belief[:, :2], routes, 0.5).tolist() == [True, True]
+    assert set_hits(data, belief[:, :2], routes, 0.2).tolist() == [True, False]
+    assert set_hits(data, belief[:, :2], routes, 0.9).tolist() == [False, True]
+    ratio, acc = fit_state_ratio(data, belief[:, :2], routes, prior=0.5)
+    assert ratio == 0.5 and acc == 1.0
+    ratio, acc = fit_state_ratio(data, belief[:, :2], routes, prior=0.0)  # closest optimum to the prior
+    assert ratio == 0.35 and acc == 1.0
+    # an abstention states nothing: never the gold set
+    assert set_hits(data, belief[:, :2], torch.tensor([2, 2]), 0.5).tolist() == [False, False]
+
+
+def test_fitted_state_ratio_round_trips_through_the_file():
+    d = _random_data()
+    fitted = fit_calibration(d, state_prior=0.5)
+    assert fitted["state_ratio"] in STATE_RATIO_GRID and 0 <= fitted["fit"]["set_accuracy"] <= 1
+    cal = Calibration(evaluator="learned", **{k: fitted[k] for k in fitted if k != "fit"})
+    back = Calibration.from_dict(cal.to_dict())
+    assert back.state_ratio == fitted["state_ratio"]
+    assert back.fusion_overrides()["state_ratio"] == fitted["state_ratio"]
+    old = cal.to_dict()
+    del old["parameters"]["state_ratio"]  # a file written before the stated-set bar still loads
+    assert "state_ratio" not in Calibration.from_dict(old).fusion_overrides()
+    with pytest.raises(CalibrationError, match="state_ratio"):
+        Calibration(evaluator="learned", state_ratio=1.5)

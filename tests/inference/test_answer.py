@@ -1,0 +1,78 @@
+"""The stated set of the answer record (``stated_claims``) on hand-built and real RAMDocs evidence."""
+
+from __future__ import annotations
+
+import torch
+
+from evidential import FusionConfig
+from inference.answer import AnswerRecord, answer_record, stated_claim_texts
+from inference.evaluators.base import EvaluationResult, FrameClaim
+from inference.generation import generation_input_from_record, presented_claims
+from inference.ramdocs import label_evidence, load_ramdocs
+from inference.types import Chunk, ChunkEvidence
+
+
+def _result(question, evidence, claims, chunk_ids):
+    ev = torch.tensor(evidence, dtype=torch.float64)
+    chunks = [Chunk(cid, f"text {cid}", rank=i + 1) for i, cid in enumerate(chunk_ids)]
+    frame = [FrameClaim(f"a{j + 1}", c, [], [c]) for j, c in enumerate(claims)]
+    for i, row in enumerate(ev.tolist()):
+        if max(row, default=0.0) > 0:
+            frame[max(range(len(row)), key=row.__getitem__)].chunk_ids.append(chunk_ids[i])
+    decisions = [ChunkEvidence(c.id, None, None, "supports") for c in chunks]
+    counts = {"valid": len(chunks), "repaired": 0, "failed": 0}
+    return EvaluationResult(question, chunks, decisions, frame, ev, len(chunks), 1, counts, {}, "test")
+
+
+def test_stated_claim_texts_by_route():
+    b = torch.tensor([0.2, 0.5, 0.3, 0.05], dtype=torch.float64)
+    texts = ["A", "B", "C", "D"]
+    assert stated_claim_texts(texts, b, "direct", 1, 0.5) == ["B", "C"]
+    assert stated_claim_texts(texts, b, "direct", 1, 1.0) == ["B"]
+    assert stated_claim_texts(texts, b, "conflict", 1, 0.3) == ["B", "C", "A"]
+    assert stated_claim_texts(texts, b, "abstain", 1, 0.0) == []
+    assert stated_claim_texts([], torch.zeros(0), "direct", -1, 0.5) == []
+
+
+def test_direct_route_states_a_second_well_supported_answer():
+    # two entities share the name: one chunk each for Elia Kazan and Franco Giraldi, one noise chunk
+    res = _result(
+        "Who directed Baby Doll?",
+        [[6.0, 0.0], [0.0, 6.0], [0.0, 0.0]],
+        ["Elia Kazan", "Franco Giraldi"],
+        ["c1", "c2", "c3"],
+    )
+    wide = FusionConfig(tau1=0.95, tau2=0.99)  # whatever U is, the direct route
+    rec = answer_record(res, wide)
+    assert rec["route"] == "direct" and rec["answer"] == "Elia Kazan"
+    assert rec["stated_claims"] == ["Elia Kazan", "Franco Giraldi"]
+    assert "Elia Kazan" in rec["response"] and "Franco Giraldi" in rec["response"]
+    assert rec["cited_chunk_ids"] == ["c1", "c2"]
+    # the JSON keeps stated_claims right after answer, and the typed record round-trips
+    keys = list(rec)
+    assert keys[keys.index("answer") + 1] == "stated_claims"
+    assert AnswerRecord.from_dict(rec).to_dict() == rec
+
+
+def test_the_bar_drops_a_minority_claim_relative_to_the_top_mass():
+    # 2 chunks for A, 1 for B: the λ-rule leaves B with 0.09375 against A's 0.46875 (ratio 0.2)
+    res = _result("Q?", [[6.0, 0.0], [6.0, 0.0], [0.0, 6.0]], ["A", "B"], ["c1", "c2", "c3"])
+    masses = [c["mass"] for c in answer_record(res, FusionConfig())["claims"]]
+    assert masses == [0.46875, 0.09375]
+    for ratio, stated in ((0.5, ["A"]), (0.2, ["A", "B"]), (0.21, ["A"]), (0.0, ["A", "B"])):
+        rec = answer_record(res, FusionConfig(tau1=0.95, tau2=0.99, state_ratio=ratio))
+        assert rec["stated_claims"] == stated and rec["fusion"]["state_ratio"] == ratio
+        assert ("B" in rec["response"].replace("[sources", "")) == ("B" in stated)
+
+
+def test_real_records_state_every_valid_answer_and_drop_a_minority_planted_one():
+    recs = {r["question"]: r for r in load_ramdocs()}  # the packaged RAMDocs sample (MIT)
+    crazy = recs['Who is the artist of the album "Crazy World"?']  # 2 documents vs 1 planted
+    le = label_evidence(crazy, 5.0)
+    res = _result(crazy["question"], le.evidence.tolist(), le.claims, [f"d{i}" for i in range(len(le.supports))])
+    rec = answer_record(res, FusionConfig())
+    gold = set(crazy["gold_answers"])
+    assert set(rec["stated_claims"]) <= gold and rec["stated_claims"]
+    assert not set(rec["stated_claims"]) & set(crazy["wrong_answers"])
+    inp = generation_input_from_record(rec)
+    assert [c["text"] for c in presented_claims(inp)] == rec["stated_claims"]
