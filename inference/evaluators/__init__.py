@@ -76,6 +76,7 @@ def learned_evaluator(cfg) -> LearnedEvaluator:
         max_chunk_chars=cfg.max_chunk_chars,
         checkpoint=ckpt,
         span_repair=cfg.span_repair,
+        span_null_margin=cfg.span_null_margin,
     )
 
 

@@ -7,6 +7,7 @@ and :class:`LearnedEvaluatorFields` (``name: learned``). :class:`EvaluatorConfig
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
@@ -132,6 +133,14 @@ class LearnedEvaluatorFields:
         default=True,
         metadata={
             "help": "Learned evaluator: move extracted spans' edges to whole words, names and dates (training.utils.spans.repair_span)."
+        },
+    )
+    span_null_margin: float = field(
+        default=0.0,
+        metadata={
+            "help": "Learned evaluator: a chunk's best span is extracted when its score beats the span head's no-answer score by more than this (SQuAD 2's null threshold; lower extracts from more chunks, whose evidence the evidential head still decides).",
+            "check": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x),
+            "must": "be a finite number",
         },
     )
     device: str = field(

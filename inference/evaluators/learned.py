@@ -47,6 +47,7 @@ class LearnedEvaluator:
         max_chunk_chars: Chunks are cut to this many characters (the encoder truncates tokens anyway).
         checkpoint: Where the model came from (recorded in every result's ``meta``).
         span_repair: Repair extracted spans' edges (:func:`training.utils.spans.repair_span`).
+        span_null_margin: A chunk's span is extracted when it beats the no-answer score by more than this.
     """
 
     name = "learned"
@@ -59,6 +60,7 @@ class LearnedEvaluator:
         max_chunk_chars: int = 4000,
         checkpoint: str | Path | None = None,
         span_repair: bool = True,
+        span_null_margin: float = 0.0,
     ):
         self.model = model
         self.aligner = aligner or ClaimAligner()
@@ -66,6 +68,7 @@ class LearnedEvaluator:
         self.max_chunk_chars = max_chunk_chars
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         self.span_repair = bool(span_repair)
+        self.span_null_margin = float(span_null_margin)
         self.passes = 0
         self.decisions = 0
         self.counts = {"valid": 0, "repaired": 0, "failed": 0}
@@ -147,6 +150,7 @@ class LearnedEvaluator:
             [queries[n] for n in need for _ in texts[n]],
             [t for n in need for t in texts[n]],
             repair=self.span_repair,
+            null_margin=self.span_null_margin,
         )
         self.passes += 1
         spans, pos = {}, 0

@@ -262,9 +262,7 @@ def fit_thresholds(
     )
 
 
-def set_hits(
-    data: CalibrationData, belief: torch.Tensor, routes: torch.Tensor, ratio: float
-) -> torch.Tensor:
+def set_hits(data: CalibrationData, belief: torch.Tensor, routes: torch.Tensor, ratio: float) -> torch.Tensor:
     """Per gold query: the stated set (:func:`evidential.stated_mask` at ``ratio`` on the routed answer)
     is exactly the query's gold claims — every gold claim of the frame stated, no other claim."""
     stated = stated_mask(belief, ratio, data.claim_mask, routes)

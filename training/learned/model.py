@@ -455,11 +455,12 @@ class EvidentialEvaluatorModel(nn.Module):
 
     @torch.no_grad()
     def extract_spans(
-        self, queries: list[str], chunks: list[str], repair: bool = True
+        self, queries: list[str], chunks: list[str], repair: bool = True, null_margin: float = 0.0
     ) -> list[SpanPrediction]:
-        """The best answer span of each (query, chunk) in one batched pass; ``text=None`` when the
-        no-answer score (``[CLS]``) beats every span. With ``repair`` the span's edges are moved to whole
-        words, names and dates (:func:`training.utils.spans.repair_span`)."""
+        """The best answer span of each (query, chunk) in one batched pass; ``text=None`` when the best
+        span's score does not beat the no-answer score (``[CLS]``) by more than ``null_margin`` (SQuAD 2's
+        null threshold; negative values extract more spans). With ``repair`` the span's edges are moved to
+        whole words, names and dates (:func:`training.utils.spans.repair_span`)."""
         if not queries:
             return []
         out_t = self(queries, chunks, None, spans=True)
@@ -479,7 +480,7 @@ class EvidentialEvaluatorModel(nn.Module):
         for n in range(len(queries)):
             s, e = divmod(int(best.indices[n]), t)
             score = float(best.values[n] - null[n])
-            if score <= 0 or s == 0:
+            if score <= null_margin or s == 0:
                 out.append(SpanPrediction(None, score))
                 continue
             a, b = int(offsets[n, s, 0]), int(offsets[n, e, 1])
