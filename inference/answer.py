@@ -13,13 +13,12 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import torch
-
-from evidential import FusionConfig, fuse, opinions_from_evidence, route, stated_mask
+from evidential import FusionConfig, fuse, opinions_from_evidence, route
 from inference.evaluators.base import EvaluationResult
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
 from inference.io import rounded
+from training.utils.metrics import stated_claims
 
 __all__ = [
     "AnswerRecord",
@@ -31,7 +30,6 @@ __all__ = [
     "RetrievedChunk",
     "answer_record",
     "build_answer_record",
-    "stated_claim_texts",
     "template_response",
 ]
 
@@ -186,8 +184,9 @@ _OPTIONAL = ("calibrated_confidence", "calibration", "generation", "retrieval", 
 class AnswerRecord:
     """The answer record (docs/data.md) as a typed object; :meth:`to_dict` is the JSON form.
 
-    The fields up to ``fusion`` and ``stated_claims`` (the claims the answer states, by fused mass; in the
-    JSON right after ``answer``) are always present (:func:`build_answer_record`); the pipeline adds
+    The fields up to ``fusion`` and ``stated_claims`` (the claims the answer states, by fused mass:
+    :func:`training.utils.metrics.stated_claims`; in the JSON right after ``answer``) are always present
+    (:func:`build_answer_record`); the pipeline adds
     ``calibrated_confidence`` and ``calibration`` (with a calibration file), ``generation`` (the generator's
     block), ``retrieval``, ``evaluator_passes`` and ``k``, each left out of the JSON while ``None``.
     """
@@ -273,8 +272,8 @@ def build_answer_record(
     t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None
-    stated = stated_claim_texts(
-        [c.text for c in result.claims], res.belief, decision, sel, fusion.state_ratio
+    stated = stated_claims(
+        [c.text for c in result.claims], res.belief.tolist(), decision, sel, fusion.state_ratio
     )
     claims = [
         ClaimRecord(c.id, c.text, rounded(res.belief[j]), list(c.chunk_ids), list(c.forms))
@@ -331,25 +330,3 @@ def build_answer_record(
         ),
         stated_claims=stated,
     )
-
-
-def stated_claim_texts(texts: list[str], belief, route_name: str, selected: int, ratio: float) -> list[str]:
-    """The claims the answer states (:func:`evidential.stated_mask`), by fused mass: the selected claim
-    first on the direct route, then every other claim whose mass reaches ``ratio`` × the top mass; on the
-    conflict route the claims above that bar; nothing on an abstention.
-
-    Args:
-        texts: The frame's claim texts.
-        belief: Their fused masses ``[M]`` (a tensor or a list).
-        route_name: The route.
-        selected: The selected claim's index (Eq 27; ``-1``: none).
-        ratio: ``fusion.state_ratio``.
-    """
-    if route_name == "abstain" or not texts:
-        return []
-    b = torch.as_tensor(belief, dtype=torch.float64).detach().cpu()
-    mask = stated_mask(b, ratio).tolist()
-    order = sorted(range(len(texts)), key=lambda j: -float(b[j]))
-    out = [texts[selected]] if route_name == "direct" and selected >= 0 else []
-    out += [texts[j] for j in order if mask[j] and texts[j] not in out]
-    return out

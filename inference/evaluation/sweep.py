@@ -45,7 +45,6 @@ import torch
 from evidential import ROUTES, FusionConfig, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
-from inference.answer import stated_claim_texts
 from inference.evaluation.datasets import EvalInstance
 from inference.evaluation.judges import JudgeInput, build_judge
 from inference.evaluation.report.stats import (
@@ -60,6 +59,7 @@ from inference.evaluation.rows import instance_scores, load_instances, load_rows
 from inference.generation.template import template_response
 from inference.io import atomic_write_text, rounded, write_json
 from inference.types import Chunk, DataError
+from training.utils.metrics import stated_claims
 
 __all__ = [
     "BEHAVIOUR_ROUTE",
@@ -309,7 +309,7 @@ def refuse_rows(
         claims = [{**c, "mass": rounded(belief[i][j])} for j, c in enumerate(batch.claims[i])]
         answer = claims[sel[i]]["text"] if sel[i] >= 0 else None
         name = ROUTES[ids[i]]
-        stated = stated_claim_texts([c["text"] for c in claims], belief[i], name, sel[i], fc.state_ratio)
+        stated = stated_claims([c["text"] for c in claims], belief[i], name, sel[i], fc.state_ratio)
         response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]
         record = {

@@ -426,11 +426,17 @@ def _scored_metrics(
     fusion = run_config.fusion
     thr = run_config.evaluator.support_threshold
     scored_before = score_outcomes(
-        outcomes, thr, fusion.lam, fusion.rule, (fusion.tau1, fusion.tau2), fusion.policy
+        outcomes, thr, fusion.lam, fusion.rule, (fusion.tau1, fusion.tau2), fusion.policy, fusion.state_ratio
     )
     scaled = [(ex, apply_evidence_transform(ev, params["scale"], params["power"])) for ex, ev in outcomes]
     scored_after = score_outcomes(
-        scaled, thr, params["lam"], fusion.rule, (params["tau1"], params["tau2"]), fusion.policy
+        scaled,
+        thr,
+        params["lam"],
+        fusion.rule,
+        (params["tau1"], params["tau2"]),
+        fusion.policy,
+        params["state_ratio"],
     )
     for key in ("route_accuracy", "ece"):
         ref = scored_before[key]

@@ -24,7 +24,7 @@ from inference.io import rounded, write_json, write_jsonl
 from inference.rag.evidential import EvidentialRAG
 from inference.ramdocs import KINDS, SAMPLE_PATH, label_evidence, load_ramdocs, normalize_answer, record_kind
 from inference.retrieval import build_index
-from training.utils.metrics import stated_claims, strict_exact_match
+from training.utils.metrics import strict_exact_match
 from training.utils.run_metadata import package_versions
 
 __all__ = [
@@ -190,10 +190,7 @@ def run_pipeline_demo(
             part = records[s : s + batch_size]
             for n, (rec, ans) in enumerate(zip(part, rag.ask_batch([r["question"] for r in part])), start=s):
                 gold = {normalize_answer(a) for a in rec["gold_answers"]}
-                claims = [c["text"] for c in ans["claims"]]
-                masses = [c["mass"] for c in ans["claims"]]
-                sel = claims.index(ans["answer"]) if ans["answer"] in claims else -1
-                said = stated_claims(claims, masses, ans["route"], sel)
+                said = ans["stated_claims"]
                 own = sum(c["id"].startswith(f"q{n}-") for c in ans["retrieval"]["chunks"])
                 rows.append(
                     {
@@ -203,7 +200,6 @@ def run_pipeline_demo(
                         "wrong_answers": rec["wrong_answers"],
                         "selected_is_gold": ans["answer"] is not None
                         and normalize_answer(ans["answer"]) in gold,
-                        "stated_claims": said,
                         "strict_em": strict_exact_match(said, rec["gold_answers"], rec["wrong_answers"]),
                         "own_documents": own,
                     }

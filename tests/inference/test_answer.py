@@ -5,11 +5,12 @@ from __future__ import annotations
 import torch
 
 from evidential import FusionConfig
-from inference.answer import AnswerRecord, answer_record, stated_claim_texts
+from inference.answer import AnswerRecord, answer_record
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation import generation_input_from_record, presented_claims
 from inference.ramdocs import label_evidence, load_ramdocs
 from inference.types import Chunk, ChunkEvidence
+from training.utils.metrics import stated_claims
 
 
 def _result(question, evidence, claims, chunk_ids):
@@ -24,14 +25,14 @@ def _result(question, evidence, claims, chunk_ids):
     return EvaluationResult(question, chunks, decisions, frame, ev, len(chunks), 1, counts, {}, "test")
 
 
-def test_stated_claim_texts_by_route():
-    b = torch.tensor([0.2, 0.5, 0.3, 0.05], dtype=torch.float64)
+def test_stated_claims_by_route():
+    b = [0.2, 0.5, 0.3, 0.05]
     texts = ["A", "B", "C", "D"]
-    assert stated_claim_texts(texts, b, "direct", 1, 0.5) == ["B", "C"]
-    assert stated_claim_texts(texts, b, "direct", 1, 1.0) == ["B"]
-    assert stated_claim_texts(texts, b, "conflict", 1, 0.3) == ["B", "C", "A"]
-    assert stated_claim_texts(texts, b, "abstain", 1, 0.0) == []
-    assert stated_claim_texts([], torch.zeros(0), "direct", -1, 0.5) == []
+    assert stated_claims(texts, b, "direct", 1, 0.5) == ["B", "C"]
+    assert stated_claims(texts, b, "direct", 1, 1.0) == ["B"]
+    assert stated_claims(texts, b, "conflict", 1, 0.3) == ["B", "C", "A"]
+    assert stated_claims(texts, b, "abstain", 1, 0.0) == []
+    assert stated_claims([], [], "direct", -1, 0.5) == []
 
 
 def test_direct_route_states_a_second_well_supported_answer():
@@ -69,7 +70,9 @@ def test_real_records_state_every_valid_answer_and_drop_a_minority_planted_one()
     recs = {r["question"]: r for r in load_ramdocs()}  # the packaged RAMDocs sample (MIT)
     crazy = recs['Who is the artist of the album "Crazy World"?']  # 2 documents vs 1 planted
     le = label_evidence(crazy, 5.0)
-    res = _result(crazy["question"], le.evidence.tolist(), le.claims, [f"d{i}" for i in range(len(le.supports))])
+    res = _result(
+        crazy["question"], le.evidence.tolist(), le.claims, [f"d{i}" for i in range(len(le.supports))]
+    )
     rec = answer_record(res, FusionConfig())
     gold = set(crazy["gold_answers"])
     assert set(rec["stated_claims"]) <= gold and rec["stated_claims"]

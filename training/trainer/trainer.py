@@ -634,7 +634,7 @@ def score_outcomes(
     rule: str = "lambda",
     tau: tuple[float, float] = (0.35, 0.65),
     policy: str = "paper",
-    min_mass: float = 0.1,
+    state_ratio: float = 0.5,
 ) -> dict[str, Any]:
     """Metrics of evidence ``[k, M]`` per query against its labels (evaluator-agnostic: used for the learned
     and the prompt evaluator alike).
@@ -646,7 +646,8 @@ def score_outcomes(
     * ``ece``: fused confidence (Eq 27) vs "the selected claim is gold", 15 bins, over queries with gold;
     * ``route_accuracy``: route vs :func:`expected_route` (queries whose chunks all have human labels;
       absent when there are none);
-    * ``strict_em_ramdocs``: MADAM-RAG strict exact match of the stated claims (RAMDocs queries).
+    * ``strict_em_ramdocs``: MADAM-RAG strict exact match of the stated claims
+      (:func:`training.utils.metrics.stated_claims` at ``state_ratio``; RAMDocs queries).
     """
     correct = total = 0
     ev_by_type: dict[str, list[float]] = defaultdict(list)
@@ -675,7 +676,7 @@ def score_outcomes(
             conf.append(float(res.confidence))
             hit.append(sel in ex.gold)
         if ex.source == "ramdocs" and ex.gold:
-            said = stated_claims(ex.claims, [float(x) for x in res.belief], r, sel, min_mass)
+            said = stated_claims(ex.claims, [float(x) for x in res.belief], r, sel, state_ratio)
             gold = [ex.claims[g] for g in ex.gold]
             wrong = [c for j, c in enumerate(ex.claims) if j not in ex.gold]
             strict += strict_exact_match(said, gold, wrong)

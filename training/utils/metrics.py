@@ -6,7 +6,9 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
+from evidential.routing import stated_mask
 from training.utils.text import normalize_text
 
 __all__ = [
@@ -84,16 +86,26 @@ def expected_calibration_error(
 
 
 def stated_claims(
-    claims: Sequence[str], masses: Sequence[float], route: str, selected: int, min_mass: float = 0.1
+    claims: Sequence[str], masses: Sequence[float], route: str, selected: int, ratio: float = 0.5
 ) -> list[str]:
-    """The claims an answer states: the selected claim on ``direct``; on ``conflict`` every claim whose
-    fused mass reaches ``min_mass`` (minority misinformation drops out, valid answers stay); none on
-    ``abstain``."""
-    if route == "direct":
-        return [claims[selected]] if selected >= 0 else []
-    if route == "conflict":
-        return [c for c, m in zip(claims, masses) if m >= min_mass]
-    return []
+    """The claims an answer states (the stated set, :func:`evidential.stated_mask`), by fused mass: on
+    ``direct`` the selected claim first, then every other claim whose mass reaches ``ratio`` × the top mass
+    (several valid answers); on ``conflict`` the claims above that bar (minority claims drop out); none on
+    ``abstain``.
+
+    >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "conflict", 0)
+    ['A', 'B']
+    >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "direct", 0, ratio=0.7)
+    ['A']
+    """
+    if route == "abstain" or not claims:
+        return []
+    b = torch.as_tensor([float(m) for m in masses], dtype=torch.float64)
+    mask = stated_mask(b, ratio).tolist()
+    order = sorted(range(len(claims)), key=lambda j: -float(b[j]))
+    out = [claims[selected]] if route == "direct" and selected >= 0 else []
+    out += [claims[j] for j in order if mask[j] and claims[j] not in out]
+    return out
 
 
 def strict_exact_match(stated: Iterable[str], gold: Iterable[str], wrong: Iterable[str] = ()) -> bool:

@@ -33,7 +33,9 @@ def test_instance_scores_hand_checked(ramdocs_path):
 
 
 def test_short_answer_scores_use_the_stated_set_on_real_ramdocs_records(ramdocs_path):
-    inst = next(i for i in load_eval_dataset("ramdocs", ramdocs_path) if len(i.gold_answers) >= 2 and i.wrong_answers)
+    inst = next(
+        i for i in load_eval_dataset("ramdocs", ramdocs_path) if len(i.gold_answers) >= 2 and i.wrong_answers
+    )
     golds, wrong = list(inst.gold_answers), inst.wrong_answers[0]
     sentence = "The sources support several answers: " + "; ".join(golds) + "."
     every = instance_scores(inst, {"response": sentence, "stated_claims": golds}, None)

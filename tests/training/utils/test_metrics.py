@@ -73,7 +73,10 @@ def test_ece_hand_computed():
 def test_stated_claims_by_route():
     claims, masses = ["A", "B", "C"], [0.5, 0.15, 0.05]
     assert stated_claims(claims, masses, "direct", 0) == ["A"]
-    assert stated_claims(claims, masses, "conflict", 0) == ["A", "B"]
+    assert stated_claims(claims, masses, "conflict", 0) == ["A"]  # B is under half of A's mass
+    assert stated_claims(claims, masses, "conflict", 0, ratio=0.3) == ["A", "B"]
+    assert stated_claims(claims, masses, "conflict", 0, ratio=0.0) == ["A", "B", "C"]
+    assert stated_claims(claims, [0.2, 0.5, 0.3], "direct", 0) == ["A", "B", "C"]  # selected claim first
     assert stated_claims(claims, masses, "abstain", 0) == []
 
 

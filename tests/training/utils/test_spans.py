@@ -47,7 +47,9 @@ def test_real_ramdocs_answers_survive_repair(shared_data):
     """On real documents, a span that already is the labelled answer stays that answer (repair never
     breaks a whole answer), for every validation-free RAMDocs document whose label it states once."""
     checked = 0
-    for line in (shared_data / "ramdocs" / "RAMDocs_test.jsonl").read_text(encoding="utf-8").splitlines()[:60]:
+    for line in (
+        (shared_data / "ramdocs" / "RAMDocs_test.jsonl").read_text(encoding="utf-8").splitlines()[:60]
+    ):
         for doc in json.loads(line)["documents"]:
             text, ans = doc["text"], doc["answer"]
             if doc["type"] != "correct" or text.count(ans) != 1 or not ans[0].isupper() or " " not in ans:
