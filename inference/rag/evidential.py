@@ -57,9 +57,10 @@ class EvidentialRAG(RAGSystem):
         evaluator, generator, retriever: Already-built components (tests, servers); ``None`` builds them
             from the config.
 
-    With ``config.calibration`` set, the calibration file is loaded once (and refused when fitted for another
-    evaluator, checkpoint or fusion setting, see :func:`inference.calibration.load_calibration`): its λ/τ1/τ2
-    replace the config's, the evidence is scaled (``e' = s · e^p``) before fusion, and every record gets
+    With ``config.calibration`` set (a file, or ``auto``: the learned checkpoint's own calibration when it
+    applies, :func:`inference.calibration.resolve_calibration`), the calibration is loaded once (a named file
+    is refused when fitted for another evaluator, checkpoint or fusion setting): its λ/τ1/τ2 and stated-set
+    bar replace the config's, the evidence is scaled (``e' = s · e^p``) before fusion, and every record gets
     ``calibrated_confidence`` (the isotonic map of ``confidence``) and ``calibration`` (file, fingerprint).
 
     Subclasses registered as ablations set :attr:`evaluator_name` (force the evaluator) and

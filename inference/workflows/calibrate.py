@@ -28,7 +28,7 @@ import torch
 import yaml
 
 from evidential.errors import ConfigError, EvidentialError
-from inference.calibration import evaluator_identity
+from inference.calibration import AUTO, evaluator_identity
 from inference.config import RunConfig
 from inference.evaluators import build_evaluator
 from inference.types import Chunk
@@ -388,10 +388,10 @@ def _check_arguments(run_config: RunConfig, output: Path, batch_size: int) -> No
         raise ConfigError(f"--output {output}: the calibration file must end in .json")
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1; got {batch_size}")
-    if run_config.calibration is not None:
+    if run_config.calibration not in (None, AUTO):
         raise ConfigError(
             "the run config already names a calibration file (calibration=...); calibrate the raw evaluator: "
-            "remove it"
+            "remove it (calibration: auto is fine: calibrate always fits the raw evidence)"
         )
 
 
