@@ -35,6 +35,7 @@ def test_ask_json_record_on_shipped_real_chunks():
         "response",
         "route",
         "answer",
+        "stated_claims",
         "claims",
         "uncertainty",
         "ignorance",
@@ -153,6 +154,8 @@ RECORD_KEY_ORDER = {
         "evaluator",
         "evaluator_meta",
         "fusion",
+        "calibrated_confidence",
+        "calibration",
         "generation",
         "retrieval",
         "evaluator_passes",
@@ -172,7 +175,7 @@ RECORD_KEY_ORDER = {
         "repaired",
         "errors",
     ],
-    "fusion": ["rule", "lam", "tau1", "tau2", "policy"],
+    "fusion": ["rule", "lam", "tau1", "tau2", "policy", "state_ratio"],
     "generation": [
         "generator",
         "route",
@@ -223,7 +226,9 @@ def test_answer_record_round_trips_and_keeps_the_key_order(tmp_path):
     assert typed.claims[0].text == rec["answer"] and typed.route == rec["route"]
     assert typed.retrieval.details == {"retriever": None, "reranker": None, "reranked": False}
     assert typed.k == rec["k"] == 5 and len(typed.chunks) == len(typed.retrieval.chunks) == 2
-    assert typed.calibration is None and typed.calibrated_confidence is None
+    # the shipped default is calibrated (calibration: auto loads the checkpoint's calibration.json)
+    assert typed.calibration["file"].endswith("calibration.json") and typed.calibrated_confidence is not None
+    assert typed.stated_claims == rec["stated_claims"]
     assert typed.to_dict() == rec
     # byte for byte: the same JSON text as `ask --json` printed, and a second round trip changes nothing
     assert json.dumps(typed.to_dict(), indent=2, ensure_ascii=False) == json.dumps(
@@ -242,5 +247,6 @@ def test_answer_record_round_trips_and_keeps_the_key_order(tmp_path):
     }
     assert got == RECORD_KEY_ORDER
     # a record without the pipeline's parts (answer_record alone) leaves them out of the JSON
-    bare = {k: v for k, v in rec.items() if k not in ("generation", "retrieval", "evaluator_passes", "k")}
+    pipeline_parts = ("calibrated_confidence", "calibration", "generation", "retrieval", "evaluator_passes", "k")
+    bare = {k: v for k, v in rec.items() if k not in pipeline_parts}
     assert AnswerRecord.from_dict(bare).to_dict() == bare
