@@ -59,6 +59,7 @@ from inference.evaluation.rows import instance_scores, load_instances, load_rows
 from inference.generation.template import template_response
 from inference.io import atomic_write_text, rounded, write_json
 from inference.types import Chunk, DataError
+from training.calibration import CalibrationError, apply_evidence_transform, isotonic_map, read_calibration
 from training.utils.metrics import stated_claims
 
 __all__ = [
@@ -293,15 +294,19 @@ def refuse_rows(
     instances: dict[str, tuple[EvalInstance, list[Chunk]]],
     judge,
     judge_cache: dict[tuple[str, str], dict] | None = None,
+    isotonic: dict[str, list[float]] | None = None,
 ) -> list[dict]:
     """Re-fuse and re-route ``rows`` under ``setting`` (one batched fusion call) and score the templated
-    answers like the runner scores generated ones. Returns new rows (the originals are not modified)."""
+    answers like the runner scores generated ones (with ``isotonic``, the calibration's confidence map, the
+    scored confidence is ``calibrated_confidence`` as in the run). Returns new rows (the originals are not
+    modified)."""
     fc = setting.fusion()
     ops = opinions_from_evidence(batch.evidence, batch.claim_mask, batch.chunk_mask)
     res = fuse(ops, lam=fc.lam, rule=fc.rule)
     ids = route(res, fc.tau1, fc.tau2, fc.policy).ids.tolist()
     belief, sel = res.belief.tolist(), res.selected.tolist()
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()
+    cal_conf = [float(isotonic_map(c, isotonic)) for c in conf] if isotonic is not None else conf
     ign, con = res.ignorance.tolist(), res.conflict.tolist()
     out, todo = [], []
     cache = judge_cache if judge_cache is not None else {}
@@ -322,6 +327,7 @@ def refuse_rows(
             "ignorance": rounded(ign[i]),
             "conflict": rounded(con[i]),
             "confidence": rounded(conf[i]),
+            **({"calibrated_confidence": rounded(cal_conf[i])} if isotonic is not None else {}),
             "fusion": {
                 "rule": fc.rule,
                 "lam": fc.lam,
@@ -337,7 +343,7 @@ def refuse_rows(
         new = {
             **row,
             "record": record,
-            "scores": instance_scores(inst, record, min(max(conf[i], 0.0), 1.0)),
+            "scores": instance_scores(inst, record, min(max(cal_conf[i], 0.0), 1.0)),
         }
         key = (row["id"], response)
         if key in cache:
@@ -449,10 +455,26 @@ def run_sweep(
     for name in sweepable:
         rows = per_system[name]
         batch = evidence_batch([r["record"] for r in rows])
+        sys_settings, applied, iso = settings, None, None
+        cal = rows[0]["record"].get("calibration")
+        if isinstance(cal, dict) and "scale" in cal:
+            # the run applied a calibration (calibration: auto or a file): re-fuse what it fused — the scaled
+            # evidence — around the fusion setting it ran with
+            applied = {k: cal.get(k) for k in ("file", "scale", "power")}
+            try:
+                iso = read_calibration(cal["file"]).isotonic if cal.get("isotonic") else None
+            except (CalibrationError, OSError, KeyError, TypeError):
+                iso = None
+                applied["isotonic"] = "calibration file not readable: confidence left unmapped"
+            batch = replace(
+                batch, evidence=apply_evidence_transform(batch.evidence, cal["scale"], cal.get("power", 1.0))
+            )
+            f = rows[0]["record"]["fusion"]
+            sys_settings = grid.settings(replace(base, **{k: f[k] for k in f if hasattr(base, k)}))
         cache: dict = {}
         entries = []
-        for s in settings:
-            new = refuse_rows(rows, batch, s, instances, judge, cache)
+        for s in sys_settings:
+            new = refuse_rows(rows, batch, s, instances, judge, cache, iso)
             entry = {"setting": s.__dict__, **_setting_metrics(new, ref_rows, reference)}
             if s.table == "base":  # the re-fused run setting must reproduce the run's own routes
                 same = sum(a["record"]["route"] == b["record"].get("route") for a, b in zip(new, rows))
@@ -462,6 +484,8 @@ def run_sweep(
         first = [r for r in rows if r["seed"] == min(r2["seed"] for r2 in rows)]
         validity = evaluator_validity(first, raw) if first else None
         results[name] = {"settings": entries, "generated": generated, "validity": validity}
+        if applied is not None:
+            results[name]["calibration"] = applied
     naive = _setting_metrics(per_system["naive"], ref_rows, reference) if "naive" in per_system else None
     out = {
         "version": SWEEP_VERSION,

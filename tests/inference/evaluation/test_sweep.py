@@ -167,9 +167,15 @@ def test_sweep_of_a_real_run_makes_no_model_call(learned_run, monkeypatch, tmp_p
     generated = sweep["systems"]["evidential-learned"]["generated"]["mean_std"]
     for key in ("accuracy", "strict_em", "abstention_rate", "route_direct", "ece"):
         assert base["mean_std"][key] == generated[key], key
-    # λ = 0.6 is the run setting; Yager = λ 1 (same routes, same scores)
-    lam06 = next(e for e in entries if e["setting"]["name"] == "lambda λ=0.6")
-    assert lam06["mean_std"] == base["mean_std"]
+    # the run was calibrated (the default, calibration: auto): the sweep re-fuses the scaled evidence around
+    # the fusion setting the records ran with, and says so
+    rec = json.loads((run_dir / "evidential-learned.jsonl").read_text().splitlines()[0])["record"]
+    applied = sweep["systems"]["evidential-learned"]["calibration"]
+    assert applied["file"] == rec["calibration"]["file"] and applied["scale"] == rec["calibration"]["scale"]
+    assert {k: base["setting"][k] for k in ("lam", "tau1", "tau2", "state_ratio")} == {
+        k: rec["fusion"][k] for k in ("lam", "tau1", "tau2", "state_ratio")
+    }
+    # Yager = λ 1 (same routes, same scores)
     lam1 = next(e for e in entries if e["setting"]["name"] == "lambda λ=1")
     yager = next(e for e in entries if e["setting"]["name"] == "yager")
     assert lam1["mean_std"] == yager["mean_std"]
