@@ -21,9 +21,9 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    (λ, τ1, τ2) — with no evidence to prefer one setting the prior (paper defaults) stays. λ is searched
    only for the ``lambda`` rule (``yager`` fixes λ = 1, ``dempster`` has none).
 3. **The stated-set bar** (:func:`fit_state_ratio`), with λ and τ fixed: the ``state_ratio`` of
-   :func:`evidential.stated_mask` whose routed answers state exactly the gold claims on the most gold
-   queries (every valid answer kept, minority claims such as planted ones dropped), ties broken by
-   closeness to the configured bar.
+   :func:`evidential.stated_mask` whose routed answers state exactly the gold claims on the largest share
+   of gold queries, each source dataset weighted equally (every valid answer kept, minority claims such as
+   planted ones dropped), ties broken by closeness to the configured bar.
 4. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
    P(selected claim is gold) (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
@@ -278,21 +278,30 @@ def fit_state_ratio(
     ratios: Sequence[float] = STATE_RATIO_GRID,
 ) -> tuple[float, float]:
     """Grid search of the stated-set bar on routed fused masses: the ratio whose stated sets equal the gold
-    sets on the most gold queries (:func:`set_hits`), ties broken by closeness to ``prior``. Returns
-    ``(ratio, set accuracy over the gold queries)``; ``(prior, 0.0)`` without a gold query."""
+    sets (:func:`set_hits`) on the largest share of gold queries, each source weighted equally (the source
+    of a query is its key's prefix before ``:``, e.g. ``ramdocs:…``; a large yes/no dataset must not decide
+    the bar for the others), ties broken by closeness to ``prior``. Returns ``(ratio, that macro-averaged
+    set accuracy)``; ``(prior, 0.0)`` without a gold query."""
     g = data.has_gold
     if not bool(g.any()):
         return float(prior), 0.0
-    best: tuple[int, float, float] | None = None
+    sources = [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
+    gold_sources = [s for s, ok in zip(sources, g.tolist()) if ok]
+    counts = {s: gold_sources.count(s) for s in set(gold_sources)}
+    weight = torch.tensor(
+        [1.0 / (len(counts) * counts[s]) if ok else 0.0 for s, ok in zip(sources, g.tolist())],
+        dtype=torch.float64,
+    )
+    best: tuple[float, float, float] | None = None
     for r in sorted({float(x) for x in ratios} | {float(prior)}):
         if not 0.0 <= r <= 1.0:
             raise CalibrationError(f"stated-set ratios must lie in [0, 1]; got {r}")
-        hits = int(set_hits(data, belief, routes, r)[g].sum())
-        key = (-hits, round(abs(r - prior), 12), r)
+        acc = round(float((set_hits(data, belief, routes, r).double() * weight).sum()), 12)
+        key = (-acc, round(abs(r - prior), 12), r)
         if best is None or key < best:
             best = key
     assert best is not None
-    return best[2], -best[0] / int(g.sum())
+    return best[2], -best[0]
 
 
 def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[str, list[float]]:

@@ -425,3 +425,30 @@ def test_fitted_state_ratio_round_trips_through_the_file():
     assert "state_ratio" not in Calibration.from_dict(old).fusion_overrides()
     with pytest.raises(CalibrationError, match="state_ratio"):
         Calibration(evaluator="learned", state_ratio=1.5)
+
+
+def test_fit_state_ratio_weights_every_source_equally():
+    from training.calibration import fit_state_ratio
+
+    # three yes/no queries where only the top claim is gold (a bar above 0.6 is right) and one RAMDocs query
+    # with two valid answers at 0.5 / 0.3 (a bar at or under 0.6 is right): counted per query, the yes/no
+    # data would decide; weighted per source, both count half and the tie goes to the bar nearest the prior
+    yes_no = [torch.tensor([[4.0, 0.0]], dtype=torch.float64)] * 3
+    data = CalibrationData.from_queries(
+        [*yes_no, torch.ones(1, 2, dtype=torch.float64)],
+        [[0], [0], [0], [0, 1]],
+        ["direct", "direct", "direct", "conflict"],
+        ["conflictqa:a", "conflictqa:b", "conflictqa:c", "ramdocs:d"],
+    )
+    belief = torch.tensor([[0.5, 0.35], [0.5, 0.35], [0.5, 0.35], [0.5, 0.3]], dtype=torch.float64)
+    routes = torch.tensor([0, 0, 0, 1])
+    ratio, acc = fit_state_ratio(data, belief, routes, prior=0.5)
+    assert ratio == 0.5 and acc == 0.5  # ramdocs right, conflictqa wrong: (0 + 1) / 2
+    micro = CalibrationData.from_queries(
+        [*yes_no, torch.ones(1, 2, dtype=torch.float64)],
+        [[0], [0], [0], [0, 1]],
+        ["direct", "direct", "direct", "conflict"],
+        ["q:a", "q:b", "q:c", "q:d"],  # one source: each query counts once, the yes/no majority wins
+    )
+    ratio, acc = fit_state_ratio(micro, belief, routes, prior=0.5)
+    assert ratio == 0.75 and acc == 0.75
