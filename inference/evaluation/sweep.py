@@ -306,7 +306,10 @@ def refuse_rows(
     ids = route(res, fc.tau1, fc.tau2, fc.policy).ids.tolist()
     belief, sel = res.belief.tolist(), res.selected.tolist()
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()
-    cal_conf = [float(isotonic_map(c, isotonic)) for c in conf] if isotonic is not None else conf
+    # as the pipeline does: the isotonic map of the record's (rounded) confidence, rounded
+    cal_conf = (
+        [rounded(float(isotonic_map(rounded(c), isotonic))) for c in conf] if isotonic is not None else conf
+    )
     ign, con = res.ignorance.tolist(), res.conflict.tolist()
     out, todo = [], []
     cache = judge_cache if judge_cache is not None else {}
@@ -343,7 +346,7 @@ def refuse_rows(
         new = {
             **row,
             "record": record,
-            "scores": instance_scores(inst, record, min(max(cal_conf[i], 0.0), 1.0)),
+            "scores": instance_scores(inst, record, min(max(rounded(cal_conf[i]), 0.0), 1.0)),
         }
         key = (row["id"], response)
         if key in cache:

@@ -74,9 +74,9 @@ for _system in (
     EvidentialNoRouting,
     EvidentialDecomposed,
     NaiveRAG,
-    MajorityVoteRAG,
     CorrectiveRAG,
     SelfRAG,
+    MajorityVoteRAG,
 ):
     SYSTEMS.register(_system.name)(_system)
 del _system

@@ -139,6 +139,7 @@ RECORD_KEY_ORDER = {
         "cited_chunk_ids",
         "route",
         "answer",
+        "stated_claims",
         "claims",
         "uncertainty",
         "ignorance",
@@ -247,6 +248,13 @@ def test_answer_record_round_trips_and_keeps_the_key_order(tmp_path):
     }
     assert got == RECORD_KEY_ORDER
     # a record without the pipeline's parts (answer_record alone) leaves them out of the JSON
-    pipeline_parts = ("calibrated_confidence", "calibration", "generation", "retrieval", "evaluator_passes", "k")
+    pipeline_parts = (
+        "calibrated_confidence",
+        "calibration",
+        "generation",
+        "retrieval",
+        "evaluator_passes",
+        "k",
+    )
     bare = {k: v for k, v in rec.items() if k not in pipeline_parts}
     assert AnswerRecord.from_dict(bare).to_dict() == bare

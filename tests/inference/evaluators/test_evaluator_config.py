@@ -24,8 +24,12 @@ KEYS = [
     "similarity",
     "similarity_threshold",
     "number_tolerance",
+    "merge_subspans",
+    "aliases",
     "checkpoint",
     "support_threshold",
+    "span_repair",
+    "span_null_margin",
     "device",
 ]
 
@@ -43,19 +47,31 @@ def test_groups_say_which_evaluator_reads_which_field():
         "constrained",
         "max_chunk_chars",
     ]
-    assert [f.name for f in fields(LearnedEvaluatorFields)] == ["checkpoint", "support_threshold", "device"]
+    assert [f.name for f in fields(LearnedEvaluatorFields)] == [
+        "checkpoint",
+        "support_threshold",
+        "span_repair",
+        "span_null_margin",
+        "device",
+    ]
     assert [f.name for f in fields(ClaimAlignmentFields)] == [
         "similarity",
         "similarity_threshold",
         "number_tolerance",
+        "merge_subspans",
+        "aliases",
     ]
     assert EvaluatorConfig.fields_for("learned") == (
         "checkpoint",
         "support_threshold",
+        "span_repair",
+        "span_null_margin",
         "device",
         "similarity",
         "similarity_threshold",
         "number_tolerance",
+        "merge_subspans",
+        "aliases",
     )
     assert EvaluatorConfig.fields_for("prompt")[:4] == (
         "backend",

@@ -33,6 +33,7 @@ def test_one_registry_with_the_harness_names_in_order():
         "naive",
         "corrective",
         "selfrag",
+        "majority",
     )
     for name in SYSTEMS:
         cls = SYSTEMS.get(name)
@@ -46,10 +47,10 @@ def test_one_registry_with_the_harness_names_in_order():
 
 
 def test_baselines_is_a_view_of_the_registry():
-    assert BASELINES.names() == ("naive", "selfrag", "corrective")
+    assert BASELINES.names() == ("naive", "selfrag", "corrective", "majority")
     assert BASELINES.get("naive") is NaiveRAG and BASELINES.get("selfrag") is SelfRAG
     assert BASELINES.get("corrective") is CorrectiveRAG and "evidential" not in BASELINES
-    with pytest.raises(UnknownNameError, match="choose one of: corrective, naive, selfrag"):
+    with pytest.raises(UnknownNameError, match="choose one of: corrective, majority, naive, selfrag"):
         BASELINES.get("evidential")
 
 

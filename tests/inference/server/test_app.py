@@ -106,6 +106,7 @@ def test_health_and_config(main_server):
         "tau1": 0.35,
         "tau2": 0.65,
         "policy": "paper",
+        "state_ratio": 0.5,
         "sanitize": False,
     }
     assert c["server"]["api_key_set"] is False and "api_key" not in c["server"]

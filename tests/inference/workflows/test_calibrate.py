@@ -77,7 +77,15 @@ def test_calibrate_writes_the_calibration_file(fitted):
     m = d["metrics"]
     for part in ("before", "after", "after_cv"):
         assert 0 <= m[part]["route_accuracy"] <= 1 and 0 <= m[part]["ece"] <= 1, part
-    assert m["before"]["parameters"] == {"scale": 1.0, "power": 1.0, "lam": 0.6, "tau1": 0.35, "tau2": 0.65}
+    assert m["before"]["parameters"] == {
+        "scale": 1.0,
+        "power": 1.0,
+        "lam": 0.6,
+        "tau1": 0.35,
+        "tau2": 0.65,
+        "state_ratio": 0.5,
+    }
+    assert 0 <= p["state_ratio"] <= 1 and 0 <= m["after"]["set_accuracy"] <= 1
     assert m["before"]["queries"] == data["queries"] and m["after_cv"]["folds"] == 5
     assert m["after"]["ece"] <= m["before"]["ece"]  # in-sample isotonic cannot be worse calibrated
     assert "strict_em_ramdocs" in m["before"] and "claim_accuracy" in m["before"]

@@ -40,7 +40,12 @@ def test_shipped_calibration_round_trips_and_applies():
     want = np.where(conf > 0, np.interp(conf, p["isotonic"]["x"], p["isotonic"]["y"]), 0.0)
     assert np.array_equal(cal.calibrated_confidence(conf), want)
     assert cal.calibrated_confidence(0.3) == float(want[2])
-    assert cal.fusion_overrides() == {"lam": p["lam"], "tau1": p["tau1"], "tau2": p["tau2"]}
+    assert cal.fusion_overrides() == {
+        "lam": p["lam"],
+        "tau1": p["tau1"],
+        "tau2": p["tau2"],
+        "state_ratio": p["state_ratio"],
+    }
 
 
 def test_apply_helpers_by_hand():
