@@ -129,10 +129,13 @@ def _print_pipeline_demo(cfg: RunConfig, records: list[dict], summary: dict, out
             f"    response ({escape(writer)}): {escape(r['response'][:240])}",
             highlight=False,
         )
-    fc = cfg.fusion
+    # the fusion the records ran with: the calibration's λ/τ/ρ when one applied (calibration: auto)
+    fc = records[0]["fusion"] if records else vars(cfg.fusion)
+    how = "calibrated" if records and records[0].get("calibration") else "uncalibrated"
     _print_kind_table(
         f"EvidentialRAG on {len(records)} RAMDocs questions ({cfg.evaluator.name} evaluator, "
-        f"{cfg.generator.name} generator, k={cfg.k}; {fc.rule} λ={fc.lam}, τ1={fc.tau1} τ2={fc.tau2})",
+        f"{cfg.generator.name} generator, k={cfg.k}; {fc['rule']} λ={fc['lam']:g}, "
+        f"τ1={fc['tau1']:.3g} τ2={fc['tau2']:.3g}, ρ={fc.get('state_ratio', cfg.fusion.state_ratio):g}, {how})",
         summary,
         [
             ("U", "mean_U", ".3f"),
