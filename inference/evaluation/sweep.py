@@ -107,6 +107,10 @@ TABLE_METRICS = (
 )
 
 
+#: The fusion fields a setting varies and a record's ``fusion`` block holds (as :class:`inference.answer.FusionInfo`).
+RECORD_FUSION_KEYS = ("rule", "lam", "tau1", "tau2", "policy", "state_ratio")
+
+
 # ------------------------------------------------------------------------------------------------ grid
 @dataclass(frozen=True)
 class SweepSetting:
@@ -123,14 +127,7 @@ class SweepSetting:
 
     def fusion(self) -> FusionConfig:
         """The validated :class:`~evidential.FusionConfig` of this setting."""
-        return FusionConfig(
-            lam=self.lam,
-            rule=self.rule,
-            tau1=self.tau1,
-            tau2=self.tau2,
-            policy=self.policy,
-            state_ratio=self.state_ratio,
-        )
+        return FusionConfig(**{k: getattr(self, k) for k in RECORD_FUSION_KEYS})
 
 
 @dataclass
@@ -331,14 +328,7 @@ def refuse_rows(
             "conflict": rounded(con[i]),
             "confidence": rounded(conf[i]),
             **({"calibrated_confidence": rounded(cal_conf[i])} if isotonic is not None else {}),
-            "fusion": {
-                "rule": fc.rule,
-                "lam": fc.lam,
-                "tau1": fc.tau1,
-                "tau2": fc.tau2,
-                "policy": fc.policy,
-                "state_ratio": fc.state_ratio,
-            },
+            "fusion": {k: getattr(fc, k) for k in RECORD_FUSION_KEYS},
             "generator": "template",
             "logical_decisions": row["record"].get("logical_decisions"),
             "batched_passes": row["record"].get("batched_passes"),
