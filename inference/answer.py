@@ -81,6 +81,8 @@ class ChunkDecision:
     valid: bool
     repaired: bool
     errors: list[str]
+    grounded: bool | None = None
+    grounding_notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -316,6 +318,8 @@ def build_answer_record(
                 valid=d.valid,
                 repaired=d.repaired,
                 errors=d.errors,
+                grounded=d.grounded,
+                grounding_notes=list(d.grounding_notes),
             )
             for d, c in zip(result.decisions, result.chunks)
         ],

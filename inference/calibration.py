@@ -95,7 +95,8 @@ def load_calibration(path: str | Path, run_config: RunConfig) -> Calibration:
     Raises:
         CalibrationError: Missing, corrupted or unknown-version file; or fitted for another evaluator,
             another checkpoint (content fingerprint) or prompt model/backend, or another fusion rule or
-            routing policy. The message says what it was fitted for and how to refit.
+            routing policy, or with another ``evaluator.grounding`` mode. The message says what it was fitted
+            for and how to refit.
     """
     p = Path(path)
     cal = read_calibration(p)
@@ -118,6 +119,15 @@ def load_calibration(path: str | Path, run_config: RunConfig) -> Calibration:
             f"calibration {p} was fitted for fusion.rule={cal.rule}, fusion.policy={cal.policy}, but this run "
             f"uses fusion.rule={fusion.rule}, fusion.policy={fusion.policy}; pass --set fusion.rule={cal.rule} "
             f"--set fusion.policy={cal.policy}, or refit with those settings in the config"
+        )
+    # the grounding check changes the evidence a calibration was fitted on (files written before it existed
+    # record no mode and are not checked)
+    fitted_grounding = ((cal.extra.get("config") or {}).get("evaluator") or {}).get("grounding")
+    if fitted_grounding is not None and fitted_grounding != run_config.evaluator.grounding:
+        raise CalibrationError(
+            f"calibration {p} was fitted with evaluator.grounding={fitted_grounding}, but this run uses "
+            f"evaluator.grounding={run_config.evaluator.grounding}; pass --set evaluator.grounding={fitted_grounding}, "
+            f"or {_refit_hint(p, run_config)}"
         )
     return cal
 

@@ -34,6 +34,10 @@ class ChunkEvidence:
         repaired: The output was invalid but repaired conservatively.
         raw: The model's raw output (for audits), when there was one.
         errors: What was wrong with the output, if anything.
+        grounded: Every claim the chunk gave evidence to is stated in its text
+            (:mod:`inference.evaluators.grounding`); ``False`` when some evidence was dropped, ``None`` when
+            grounding is off or has not run.
+        grounding_notes: One line per claim whose evidence grounding dropped, with the reason.
     """
 
     chunk_id: str
@@ -46,6 +50,8 @@ class ChunkEvidence:
     repaired: bool = False
     raw: str | None = None
     errors: list[str] = field(default_factory=list)
+    grounded: bool | None = None
+    grounding_notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:

@@ -59,6 +59,14 @@ def calibrate_cmd(
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Use at most N validation queries.", min=1)] = None,
+    frames: Annotated[
+        str,
+        typer.Option(
+            help="Claim frames the evaluator scores: 'labelled' (the rows' candidates) or 'extracted' (no "
+            "candidates: the frames the pipeline itself extracts and fuses, labels carried to the claims "
+            "that state them).",
+        ),
+    ] = "labelled",
     batch_size: Annotated[int, typer.Option(help="Queries per batched evaluator call.", min=1)] = 8,
     isotonic: Annotated[
         bool, typer.Option("--isotonic/--no-isotonic", help="Fit an isotonic map of the confidence.")
@@ -108,6 +116,7 @@ def calibrate_cmd(
             cache=None if no_cache else (cache if cache is not None else "auto"),
             progress=progress and sys.stderr.isatty(),
             command=command_line(),
+            frames=frames,
         )
     except (EvidentialError, TrainingDataError) as exc:
         fail(str(exc))

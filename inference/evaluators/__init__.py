@@ -57,6 +57,7 @@ def prompt_evaluator(cfg, backend=None) -> PromptEvaluator:
         constrained=cfg.constrained,
         aligner=make_aligner(cfg),
         max_chunk_chars=cfg.max_chunk_chars,
+        grounding=cfg.grounding,
     )
 
 
@@ -77,6 +78,7 @@ def learned_evaluator(cfg) -> LearnedEvaluator:
         checkpoint=ckpt,
         span_repair=cfg.span_repair,
         span_null_margin=cfg.span_null_margin,
+        grounding=cfg.grounding,
     )
 
 

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from inference.backends.base import BackendConfig, GenerationConfig
 from inference.evaluators.base import EVALUATORS
+from inference.evaluators.grounding import GROUNDING_MODES
 from training.utils.configio import check_fields, is_device_spec
 
 __all__ = [
@@ -92,6 +93,14 @@ class ClaimAlignmentFields:
         default=True,
         metadata={
             "help": "Merge a claim that is a contiguous part of exactly one longer claim into it ('Obama' into 'Barack Obama'); never across numbers, months, negation or qualifiers."
+        },
+    )
+    grounding: str = field(
+        default="lenient",
+        metadata={
+            "help": "Grounded evidence: a chunk's evidence for a claim it does not state is dropped and flagged (inference.evaluators.grounding). 'strict': a form of the claim occurs in the chunk (yes/no: the chunk names a content word of the question); 'lenient': also every word of a form, in any order (yes/no always kept); 'off'.",
+            "choices": GROUNDING_MODES,
+            "must": "be 'strict', 'lenient' or 'off'",
         },
     )
     aliases: dict[str, str] = field(
@@ -180,4 +189,6 @@ class EvaluatorConfig(
         return own + tuple(f.name for f in fields(ClaimAlignmentFields))
 
     def __post_init__(self) -> None:
+        if isinstance(self.grounding, bool):  # YAML 1.1 reads a bare `off` as false (and `on` as true)
+            self.grounding = "lenient" if self.grounding else "off"
         check_fields(self, "evaluator")

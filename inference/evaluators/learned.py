@@ -27,6 +27,7 @@ import torch
 
 from inference.alignment import ClaimAligner
 from inference.evaluators.base import EvaluationResult, FrameClaim, check_batch
+from inference.evaluators.grounding import ground_results
 from inference.io import rounded
 from inference.types import Chunk, ChunkEvidence
 from training.learned.model import is_yes_no_question
@@ -48,6 +49,8 @@ class LearnedEvaluator:
         checkpoint: Where the model came from (recorded in every result's ``meta``).
         span_repair: Repair extracted spans' edges (:func:`training.utils.spans.repair_span`).
         span_null_margin: A chunk's span is extracted when it beats the no-answer score by more than this.
+        grounding: Drop evidence for claims a chunk does not state: ``strict``, ``lenient`` or ``off``
+            (:mod:`inference.evaluators.grounding`).
     """
 
     name = "learned"
@@ -61,6 +64,7 @@ class LearnedEvaluator:
         checkpoint: str | Path | None = None,
         span_repair: bool = True,
         span_null_margin: float = 0.0,
+        grounding: str = "lenient",
     ):
         self.model = model
         self.aligner = aligner or ClaimAligner()
@@ -69,6 +73,7 @@ class LearnedEvaluator:
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         self.span_repair = bool(span_repair)
         self.span_null_margin = float(span_null_margin)
+        self.grounding = grounding
         self.passes = 0
         self.decisions = 0
         self.counts = {"valid": 0, "repaired": 0, "failed": 0}
@@ -89,7 +94,8 @@ class LearnedEvaluator:
         chunks: Sequence[Sequence[Chunk]],
         candidates: Sequence[Sequence[str]] | None = None,
     ) -> list[EvaluationResult]:
-        """All queries' chunk decisions in at most two batched encoder passes (see the module docstring)."""
+        """All queries' chunk decisions in at most two batched encoder passes (see the module docstring), then
+        the grounding check (:func:`inference.evaluators.grounding.ground_results`)."""
         cands = check_batch(queries, chunks, candidates)
         texts = [[c.text[: self.max_chunk_chars] for c in cs] for cs in chunks]
         modes = [
@@ -138,7 +144,7 @@ class LearnedEvaluator:
                     },
                 )
             )
-        return results
+        return ground_results(results, self.grounding, self.aligner)
 
     def _extract(self, queries: Sequence[str], texts: list[list[str]], modes: list[str]) -> dict[int, list]:
         """Pass 1: the span head's claim of every chunk, for the queries whose claims are extracted

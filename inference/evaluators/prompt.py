@@ -11,6 +11,7 @@ from inference.alignment import ClaimAligner
 from inference.backends.base import Backend, GenerationConfig
 from inference.evaluators.base import EvaluationResult, build_frame, check_batch
 from inference.evaluators.contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
+from inference.evaluators.grounding import ground_results
 from inference.evaluators.parsing import parse_decision
 from inference.types import Chunk, ChunkEvidence
 
@@ -26,6 +27,8 @@ class PromptEvaluator:
         constrained: Ask the backend for JSON-schema-constrained decoding where it offers it.
         aligner: Claim aligner for the frame (default: rule-based, no similarity model).
         max_chunk_chars: Chunks are cut to this many characters so that prompts fit the context.
+        grounding: Drop evidence for claims a chunk does not state: ``strict``, ``lenient`` or ``off``
+            (:mod:`inference.evaluators.grounding`).
 
     Counters (over the evaluator's lifetime): ``passes`` (batched model calls), ``decisions`` (logical
     decisions) and ``counts`` (valid / repaired / failed outputs).
@@ -41,12 +44,14 @@ class PromptEvaluator:
         constrained: bool = True,
         aligner: ClaimAligner | None = None,
         max_chunk_chars: int = 4000,
+        grounding: str = "lenient",
     ) -> None:
         self.backend = backend
         self.generation = generation or GenerationConfig(max_tokens=128)
         self.constrained = constrained
         self.aligner = aligner or ClaimAligner()
         self.max_chunk_chars = max_chunk_chars
+        self.grounding = grounding
         self.passes = 0
         self.decisions = 0
         self.counts = {"valid": 0, "repaired": 0, "failed": 0}
@@ -63,7 +68,7 @@ class PromptEvaluator:
         chunks: Sequence[Sequence[Chunk]],
         candidates: Sequence[Sequence[str]] | None = None,
     ) -> list[EvaluationResult]:
-        """Every chunk decision of every query in ONE batched backend call."""
+        """Every chunk decision of every query in ONE batched backend call, then the grounding check."""
         cands = check_batch(queries, chunks, candidates)
         prompts = [
             build_prompt(q, c.text[: self.max_chunk_chars], cand)
@@ -134,4 +139,4 @@ class PromptEvaluator:
                     },
                 )
             )
-        return results
+        return ground_results(results, self.grounding, self.aligner)

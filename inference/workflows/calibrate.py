@@ -5,7 +5,9 @@ Steps (:func:`calibrate`): read the data (annotated-chunk JSONL or builder specs
 keep only the **validation** side of the split by question (:func:`resolve_split`: the same fraction and
 seed as the learned checkpoint's training, read from its model card, so its training questions are never
 used; :func:`load_validation_examples`), run the evaluator ONCE over those queries in batches with the
-rows' candidate frame as candidates, so frame claim ``j`` is candidate ``j`` and the labels line up
+rows' candidate frame as candidates, so frame claim ``j`` is candidate ``j`` and the labels line up — or,
+with ``frames="extracted"``, without candidates, so the evaluator extracts and aligns the frame exactly as
+the pipeline does and the labels are carried over to the claims that state them (:func:`relabel_to_frame`)
 (:func:`collect_evidence`), cache the evidence (``<output>.evidence.jsonl``, reused on a rerun: an
 interrupted run resumes), fit on the cached tensors (:mod:`training.calibration.fit`; no model calls during
 the search) and write the calibration JSON (atomically) and a reliability diagram PNG next to it.
@@ -28,8 +30,10 @@ import torch
 import yaml
 
 from evidential.errors import ConfigError, EvidentialError
+from inference.alignment import ClaimAligner
 from inference.calibration import AUTO, evaluator_identity
 from inference.config import RunConfig
+from inference.evaluation.metrics import answer_contained
 from inference.evaluators import build_evaluator
 from inference.types import Chunk
 from training.calibration import (
@@ -56,15 +60,20 @@ from training.utils.run_metadata import package_versions
 
 __all__ = [
     "DEFAULT_FOLDS",
+    "FRAMES",
     "CalibrationRun",
     "calibrate",
     "collect_evidence",
     "load_validation_examples",
     "parse_data_spec",
+    "relabel_to_frame",
     "resolve_split",
 ]
 
 DEFAULT_FOLDS = 5
+#: Which claim frame the evaluator scores during calibration: the rows' labelled candidates, or the frame it
+#: extracts itself (what the pipeline fuses when no candidates are passed in).
+FRAMES = ("labelled", "extracted")
 
 
 # ---- data ----------------------------------------------------------------------------------------------
@@ -214,12 +223,15 @@ def load_validation_examples(
 
 
 # ---- the evaluator pass (cached) -----------------------------------------------------------------------
-def _cache_tag(run_config: RunConfig, identity: dict[str, Any]) -> str:
+def _cache_tag(run_config: RunConfig, identity: dict[str, Any], frames: str = "labelled") -> str:
     ev = dataclasses.asdict(run_config.evaluator)
     for key in ("device", "checkpoint", "support_threshold"):
         ev.pop(key, None)
     ident = {k: v for k, v in identity.items() if k != "checkpoint"}  # content, not location
-    blob = json.dumps({"identity": ident, "evaluator": ev}, sort_keys=True, default=str)
+    blob = {"identity": ident, "evaluator": ev}
+    if frames != "labelled":  # the labelled tag is unchanged, so existing caches stay valid
+        blob["frames"] = frames
+    blob = json.dumps(blob, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -245,14 +257,16 @@ def _read_cache(path: Path | None) -> tuple[dict[str, dict], int]:
     return got, bad
 
 
-def _evaluate_batch(evaluator: Any, part: list[Any]) -> list[dict[str, Any]]:
-    """One batched evaluator call over ``part``: a cache entry ``{claims, evidence}`` per query."""
+def _evaluate_batch(evaluator: Any, part: list[Any], frames: str = "labelled") -> list[dict[str, Any]]:
+    """One batched evaluator call over ``part``: a cache entry ``{claims, evidence}`` per query (with
+    ``frames="extracted"`` no candidates are passed, so ``claims`` is the evaluator's own frame)."""
     chunks = [[Chunk(f"c{i + 1}", text, None, rank=i + 1) for i, text in enumerate(ex.chunks)] for ex in part]
-    results = evaluator.evaluate_batch([ex.query for ex in part], chunks, [list(ex.claims) for ex in part])
+    candidates = [list(ex.claims) for ex in part] if frames == "labelled" else None
+    results = evaluator.evaluate_batch([ex.query for ex in part], chunks, candidates)
     entries = []
     for ex, res in zip(part, results):
         frame = [c.text for c in res.claims]
-        if frame[: len(ex.claims)] != list(ex.claims):
+        if frames == "labelled" and frame[: len(ex.claims)] != list(ex.claims):
             raise CalibrationError(
                 f"the {evaluator.name} evaluator changed the candidate frame of query "
                 f"{ex.query[:60]!r}; calibration needs frame claim j = candidate j"
@@ -271,6 +285,7 @@ def _evaluate_missing(
     batch_size: int,
     cache: Path | None,
     progress: bool,
+    frames: str = "labelled",
 ) -> None:
     """Evaluate ``examples[i]`` for ``i`` in ``todo`` in batches into ``cached``, appending each batch to
     ``cache`` (flushed and fsynced, so an interruption loses at most the batch in flight)."""
@@ -286,7 +301,7 @@ def _evaluate_missing(
                 index = todo[s : s + batch_size]
                 part = [examples[i] for i in index]
                 lines = []
-                for i, ex, entry in zip(index, part, _evaluate_batch(evaluator, part)):
+                for i, ex, entry in zip(index, part, _evaluate_batch(evaluator, part, frames)):
                     cached[ids[i]] = entry
                     lines.append(json.dumps({"id": ids[i], "key": ex.key, **entry}, ensure_ascii=False))
                 if fh is not None:
@@ -299,16 +314,48 @@ def _evaluate_missing(
             fh.close()
 
 
+def relabel_to_frame(ex: Any, frame: list[str], aligner: ClaimAligner | None = None) -> Any:
+    """``ex`` (a :class:`training.trainer.trainer.QueryExample`) with its labels carried over to ``frame``,
+    the claims an evaluator extracted: a frame claim *states* a labelled claim when the claim aligner gives
+    both one canonical form or the frame claim contains it on word boundaries (the judge's containment rule,
+    :func:`inference.evaluation.metrics.answer_contained`). Chunk ``i``'s label becomes the first frame
+    claim that states its labelled claim (``None`` when none does); the gold claims are every frame claim
+    that states a gold answer (``[]`` when the frame states none: nothing the frame offers is right; ``None``
+    stays ``None``: no gold reference).
+
+    >>> from training.trainer.trainer import QueryExample
+    >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["Paris", "Lyon"], [0, 1], [0], ["correct", "misinfo"], None)
+    >>> r = relabel_to_frame(ex, ["Lyon", "Paris, France"])
+    >>> r.claims, r.labels, r.gold
+    (['Lyon', 'Paris, France'], [1, 0], [1])
+    """
+    aligner = aligner or ClaimAligner()
+    keys = [aligner.canonical(c) for c in frame]
+
+    def stating(text: str) -> list[int]:
+        key = aligner.canonical(text)
+        return [j for j, c in enumerate(frame) if keys[j] == key or answer_contained(c, [text])]
+
+    states = [stating(c) for c in ex.claims]
+    labels = [states[lab][0] if lab is not None and states[lab] else None for lab in ex.labels]
+    gold = None if ex.gold is None else sorted({j for g in ex.gold for j in states[g]})
+    return dataclasses.replace(ex, claims=list(frame), labels=labels, gold=gold, teacher=None)
+
+
 def _outcomes(
-    examples: list[Any], ids: list[str], cached: dict[str, dict]
+    examples: list[Any], ids: list[str], cached: dict[str, dict], frames: str = "labelled"
 ) -> tuple[list[tuple[Any, Any]], int]:
-    """``(QueryExample, evidence [k, M])`` pairs from the cache, and the number of claims evaluators added."""
+    """``(QueryExample, evidence [k, M])`` pairs from the cache, and the number of claims evaluators added
+    (with ``frames="extracted"``: the examples relabelled to the extracted frames, nothing added)."""
     outcomes = []
     extra_claims = 0
+    aligner = ClaimAligner()
     for ex, eid in zip(examples, ids):
         e = cached[eid]
         ev = torch.tensor(e["evidence"], dtype=torch.float64).reshape(len(ex.chunks), len(e["claims"]))
-        if len(e["claims"]) > len(ex.claims):
+        if frames == "extracted":
+            ex = relabel_to_frame(ex, list(e["claims"]), aligner)
+        elif len(e["claims"]) > len(ex.claims):
             extra_claims += len(e["claims"]) - len(ex.claims)
             ex = dataclasses.replace(ex, claims=list(e["claims"]))
         outcomes.append((ex, ev))
@@ -323,12 +370,17 @@ def collect_evidence(
     batch_size: int = 8,
     cache: Path | None = None,
     progress: bool = False,
+    frames: str = "labelled",
 ) -> tuple[list[tuple[Any, Any]], dict[str, Any]]:
     """Run ``evaluator`` once over ``examples`` (batched, candidates = each query's frame) and return
     ``(QueryExample, evidence [k, M])`` pairs; extra claims an evaluator adds to the frame (the prompt
     evaluator's unaligned answers) are appended to the example's claims (wrong claims). Entries already in
     ``cache`` (same evaluator tag and inputs) are reused; new ones are appended batch by batch.
-    ``evaluator`` may be a zero-argument factory (called only when some query is not cached)."""
+    ``evaluator`` may be a zero-argument factory (called only when some query is not cached).
+    ``frames="extracted"``: the evaluator gets no candidates and the labels follow its own frames
+    (:func:`relabel_to_frame`)."""
+    if frames not in FRAMES:
+        raise ConfigError(f"--frames must be one of {', '.join(FRAMES)}; got {frames!r}")
     cached, bad = _read_cache(cache)
     ids = [_entry_id(tag, ex) for ex in examples]
     todo = [i for i, eid in enumerate(ids) if eid not in cached]
@@ -339,9 +391,17 @@ def collect_evidence(
     passes_before = getattr(evaluator, "passes", 0)
     t0 = time.perf_counter()
     _evaluate_missing(
-        evaluator, examples, todo, ids, cached, batch_size=batch_size, cache=cache, progress=progress
+        evaluator,
+        examples,
+        todo,
+        ids,
+        cached,
+        batch_size=batch_size,
+        cache=cache,
+        progress=progress,
+        frames=frames,
     )
-    outcomes, extra_claims = _outcomes(examples, ids, cached)
+    outcomes, extra_claims = _outcomes(examples, ids, cached, frames)
     info = {
         "evaluated_queries": len(todo),
         "cached_queries": len(examples) - len(todo),
@@ -350,6 +410,7 @@ def collect_evidence(
         "load_evaluator_seconds": round(load_s, 3),
         "evaluate_seconds": round(time.perf_counter() - t0, 3),
         "extra_claims": extra_claims,
+        "frames": frames,
     }
     return outcomes, info
 
@@ -604,12 +665,15 @@ def calibrate(
     progress: bool = False,
     command: str | None = None,
     evaluator: Any = None,
+    frames: str = "labelled",
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
 
     ``cache="auto"`` keeps the evidence cache next to the output (``<output>.evidence.jsonl``); ``None``
     keeps nothing. ``evaluator`` may be an already-built evaluator (tests); by default it is built from
     the config once the data is known to be usable, and only when some query is not in the cache.
+    ``frames``: ``labelled`` (the rows' candidates are the frame) or ``extracted`` (the evaluator's own
+    frames, as the pipeline fuses them; :func:`relabel_to_frame`).
     """
     output = Path(output)
     _check_arguments(run_config, output, batch_size)
@@ -627,11 +691,13 @@ def calibrate(
     outcomes, run_info = collect_evidence(
         evaluator if evaluator is not None else factory,
         examples,
-        tag=_cache_tag(run_config, identity),
+        tag=_cache_tag(run_config, identity, frames),
         batch_size=batch_size,
         cache=cache_path,
         progress=progress,
+        frames=frames,
     )
+    data_info["frames"] = frames
     fitted = _fit(run_config, outcomes, isotonic=isotonic, fit_power=fit_power, cv_folds=cv_folds)
     plot = _plot(output, fitted, cv_folds)
     cal = Calibration(

@@ -96,7 +96,7 @@ class CalibrationData:
             chunk_mask=chunk_mask,
             claim_mask=claim_mask,
             gold=g,
-            has_gold=torch.tensor([bool(x) for x in gold], dtype=torch.bool),
+            has_gold=torch.tensor([x is not None for x in gold], dtype=torch.bool),
             expected=torch.tensor([ROUTE_ID[r] for r in expected], dtype=torch.long),
             keys=list(keys) if keys is not None else [],
         )

@@ -672,10 +672,10 @@ def score_outcomes(
             routes_ok += r == expected_route(ex)
             n_routed += 1
         sel = int(res.selected)
-        if ex.gold:
+        if ex.gold is not None:  # a gold reference ([]: none of the frame's claims is gold: a miss)
             conf.append(float(res.confidence))
             hit.append(sel in ex.gold)
-        if ex.source == "ramdocs" and ex.gold:
+        if ex.source == "ramdocs" and ex.gold is not None:
             said = stated_claims(ex.claims, [float(x) for x in res.belief], r, sel, state_ratio)
             gold = [ex.claims[g] for g in ex.gold]
             wrong = [c for j, c in enumerate(ex.claims) if j not in ex.gold]

@@ -195,6 +195,7 @@ def validity_section(metrics: dict[str, Any]) -> list[str]:
                         "repair_rate",
                         "failure_rate",
                         "extraction_fidelity",
+                        "ungrounded_rate",
                         "evidence_label_spearman",
                     )
                 ),
@@ -208,6 +209,7 @@ def validity_section(metrics: dict[str, Any]) -> list[str]:
         "repair rate",
         "failure rate",
         "claim-extraction fidelity",
+        "ungrounded chunks",
         "evidence–label Spearman",
         "evaluator s/query",
     ]
@@ -218,7 +220,8 @@ def validity_section(metrics: dict[str, Any]) -> list[str]:
         "",
         "JSON validity: the evaluator's per-chunk output was schema-valid as produced (the learned evaluator "
         "emits tensors, always valid). Fidelity: among chunks whose passage is labelled with an answer, the "
-        "extracted claim matches it. Spearman: a chunk's largest evidence vs whether its passage states an "
+        "extracted claim matches it. Ungrounded chunks: the share whose evidence for a claim they do not state "
+        "was dropped by the grounding check (– when it was off). Spearman: a chunk's largest evidence vs whether its passage states an "
         "answer (first seed).",
         "",
     ]

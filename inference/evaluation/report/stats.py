@@ -149,6 +149,11 @@ def evaluator_validity(rows: list[dict], instances: dict[str, dict]) -> dict[str
             [float(bool(ch.get("errors")) and not ch.get("valid")) for ch, _ in chunks]
         ),
         "extraction_fidelity": mean_or_none(fidelity),
+        # grounding (inference.evaluators.grounding): chunks whose evidence for some claim they do not state
+        # was dropped; None when the run's records predate the check or it was off
+        "ungrounded_rate": mean_or_none(
+            [float(ch["grounded"] is False) for ch, _ in chunks if ch.get("grounded") is not None]
+        ),
         "evidence_label_spearman": M.spearman(best, states) if len(set(states)) > 1 else None,
         "evaluator_latency_s": mean_or_none(eval_lat),
     }

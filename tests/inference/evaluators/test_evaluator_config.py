@@ -25,6 +25,7 @@ KEYS = [
     "similarity_threshold",
     "number_tolerance",
     "merge_subspans",
+    "grounding",
     "aliases",
     "checkpoint",
     "support_threshold",
@@ -59,6 +60,7 @@ def test_groups_say_which_evaluator_reads_which_field():
         "similarity_threshold",
         "number_tolerance",
         "merge_subspans",
+        "grounding",
         "aliases",
     ]
     assert EvaluatorConfig.fields_for("learned") == (
@@ -71,6 +73,7 @@ def test_groups_say_which_evaluator_reads_which_field():
         "similarity_threshold",
         "number_tolerance",
         "merge_subspans",
+        "grounding",
         "aliases",
     )
     assert EvaluatorConfig.fields_for("prompt")[:4] == (

@@ -19,8 +19,12 @@ from training.learned.checkpoint import load_learned_model
 
 @pytest.fixture(scope="module")
 def evaluator(tiny_checkpoint):
+    # the tiny *random* head's decision rule; grounding, which would drop its arbitrary picks, is tested in
+    # test_grounding.py on the shipped checkpoint
     return build_evaluator(
-        EvaluatorConfig(name="learned", checkpoint=str(tiny_checkpoint), support_threshold=0.0)
+        EvaluatorConfig(
+            name="learned", checkpoint=str(tiny_checkpoint), support_threshold=0.0, grounding="off"
+        )
     )
 
 

@@ -59,9 +59,14 @@ def chunks(*names):
     return [Chunk(f"c{i}", f"text of {n}", rank=i + 1) for i, n in enumerate(names)]
 
 
+# The scripted outputs name claims that the placeholder chunk texts do not contain: these tests check
+# batching, parsing and alignment with grounding off (tests/inference/evaluators/test_grounding.py checks it).
+NO_GROUNDING = {"grounding": "off"}
+
+
 def test_one_batched_pass_for_all_chunks_of_all_queries():
     backend = ScriptedBackend(SCRIPT)
-    ev = PromptEvaluator(backend)
+    ev = PromptEvaluator(backend, **NO_GROUNDING)
     res = ev.evaluate_batch(
         ["q1", "q2"], [chunks("chunk-A", "chunk-B", "chunk-C", "chunk-D"), chunks("chunk-E", "chunk-F")]
     )
@@ -85,7 +90,9 @@ def test_one_batched_pass_for_all_chunks_of_all_queries():
 
 def test_candidates_open_the_inventory_and_references_resolve():
     backend = ScriptedBackend(SCRIPT)
-    res = PromptEvaluator(backend).evaluate("q", chunks("chunk-G", "chunk-C"), candidates=["yes", "no"])
+    res = PromptEvaluator(backend, **NO_GROUNDING).evaluate(
+        "q", chunks("chunk-G", "chunk-C"), candidates=["yes", "no"]
+    )
     assert [c.text for c in res.claims] == ["yes", "no", "The Beatles"]
     assert res.evidence.tolist() == [[9.0, 0.0, 0.0], [0.0, 0.0, 7.0]]
     prompt_user = backend.calls[0][0][0][-1]["content"]
@@ -93,7 +100,9 @@ def test_candidates_open_the_inventory_and_references_resolve():
 
 
 def test_result_feeds_fusion():
-    res = PromptEvaluator(ScriptedBackend(SCRIPT)).evaluate("q", chunks("chunk-A", "chunk-B", "chunk-C"))
+    res = PromptEvaluator(ScriptedBackend(SCRIPT), **NO_GROUNDING).evaluate(
+        "q", chunks("chunk-A", "chunk-B", "chunk-C")
+    )
     fused = fuse(opinions_from_evidence(res.evidence))
     assert int(fused.selected) == 0 and float(fused.conflict) > 0
 

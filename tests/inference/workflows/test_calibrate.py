@@ -4,6 +4,7 @@ evaluator, checkpoint or fusion setting."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -326,3 +327,59 @@ def test_auto_calibration_applies_only_where_it_fits():
     assert (cal, path) == (None, None) and "does not apply" in note and "fusion.rule" in note
     cal, path, note = resolve_calibration(load_config("cpu", ["calibration=null"]))
     assert (cal, path, note) == (None, None, None)
+
+
+def test_calibrate_on_extracted_frames(shared_data, tmp_path):
+    """`--frames extracted`: the evaluator gets no candidates; the fitted data are its own frames with the
+    labels carried over (gold = the frame claims that state a gold answer), recorded in the file; and a
+    calibration fitted under one grounding mode is refused under another."""
+    out = tmp_path / "ext.json"
+    args = _calibrate_args(shared_data, out)
+    args[args.index("--data") + 1] = _ramdocs(shared_data, limit=40)
+    r = runner.invoke(app, [*args, "--frames", "extracted", "--cv-folds", "0"])
+    assert r.exit_code == 0, r.output
+    cal = json.loads(out.read_text())
+    assert cal["data"]["frames"] == "extracted" and cal["run"]["frames"] == "extracted"
+    assert cal["config"]["evaluator"]["grounding"] == "lenient"
+    rows = [json.loads(x) for x in out.with_name("ext.evidence.jsonl").read_text().splitlines()]
+    assert rows and all(len(e["evidence"]) <= 5 for e in rows)
+    # the cached frames are extracted claims: not the labelled candidate lists
+    from training.data.benchmarks import build_dataset
+
+    labelled = {
+        tuple(r.candidates)
+        for r in build_dataset("ramdocs", shared_data / "ramdocs" / "RAMDocs_test.jsonl", limit=40)
+    }
+    assert any(tuple(e["claims"]) not in labelled for e in rows)
+    cfg = load_config(None, [f"evaluator.checkpoint={CHECKPOINT}", "evaluator.grounding=off"])
+    with pytest.raises(CalibrationError, match="fitted with evaluator.grounding=lenient"):
+        load_calibration(out, cfg)
+    assert (
+        load_calibration(out, load_config(None, [f"evaluator.checkpoint={CHECKPOINT}"])).evaluator
+        == "learned"
+    )
+
+
+def test_relabel_to_frame_carries_labels_to_the_claims_that_state_them():
+    from inference.workflows.calibrate import relabel_to_frame
+    from training.trainer.trainer import QueryExample, expected_route
+
+    ex = QueryExample(
+        "ramdocs:x",
+        "q?",
+        ["c1", "c2", "c3"],
+        ["AFL", "NBA", "Football"],
+        [0, 1, None],
+        [0, 2],
+        ["correct", "misinfo", "noise"],
+        "ramdocs",
+    )
+    r = relabel_to_frame(ex, ["NBA", "the AFL", "basketball"])
+    assert (r.claims, r.labels, r.gold) == (["NBA", "the AFL", "basketball"], [1, 0, None], [1])
+    assert expected_route(r) == "direct"  # one supported gold claim next to misinformation
+    none = relabel_to_frame(ex, ["basketball"])
+    assert (none.labels, none.gold) == (
+        [None, None, None],
+        [],
+    )  # a gold reference, no gold claim in the frame
+    assert relabel_to_frame(dataclasses.replace(ex, gold=None), ["NBA"]).gold is None

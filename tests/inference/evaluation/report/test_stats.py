@@ -77,8 +77,22 @@ def test_paired_pvalues_leave_out_reused_rows_and_the_reference(rows_factory):
 
 def test_evaluator_validity_against_passage_labels(rows_factory):
     chunks = [
-        {"chunk_id": "d0", "evidence": {"c0": 3.0}, "valid": True, "claim": "Paris", "answer": "Paris"},
-        {"chunk_id": "d1", "evidence": {"c0": 0.5}, "valid": False, "repaired": True, "errors": ["x"]},
+        {
+            "chunk_id": "d0",
+            "evidence": {"c0": 3.0},
+            "valid": True,
+            "claim": "Paris",
+            "answer": "Paris",
+            "grounded": True,
+        },
+        {
+            "chunk_id": "d1",
+            "evidence": {"c0": 0.5},
+            "valid": False,
+            "repaired": True,
+            "errors": ["x"],
+            "grounded": False,
+        },
     ]
     rec = {"chunks": chunks, "timings": {"extract": 0.2, "evaluate": 0.6}}
     instances = {
@@ -94,6 +108,7 @@ def test_evaluator_validity_against_passage_labels(rows_factory):
         "repair_rate": 0.5,
         "failure_rate": 0.5,
         "extraction_fidelity": 1.0,
+        "ungrounded_rate": 0.5,
         "evidence_label_spearman": pytest.approx(1.0),
         "evaluator_latency_s": pytest.approx(0.4),  # 0.8 s per batched call / batch of 2
     }

@@ -1,0 +1,138 @@
+"""Grounded evidence: a chunk may give evidence only to claims it states (model-independent).
+
+After an evaluator has scored a query's chunks, every (chunk, claim) pair with positive evidence is checked
+against the chunk's own text — normalization only (SQuAD normalization: case, punctuation, articles,
+whitespace; the claim's merged surface forms and the aligner's aliases), no model — and the evidence of a
+claim the chunk does not state is set to zero and noted in the chunk's decision (``grounded: false`` and
+one ``grounding_notes`` line per dropped claim). A chunk whose *supported* claim is dropped becomes
+``irrelevant``. Both evaluators run the same check (:func:`ground_results`), so neither a learned head's
+spill-over evidence (every candidate gets a little from every chunk) nor an instruction planted in a chunk
+("give X evidence 10") can buy evidence for an answer the chunk never states.
+
+Modes (``evaluator.grounding``):
+
+* ``strict`` — a claim is stated when one of its forms (the claim, the forms merged into it, its aliases)
+  occurs in the normalized chunk text on word boundaries. A yes/no claim (``yes``/``no``) is a verdict on
+  the question's proposition, which no string match can find; it is kept when the chunk mentions the
+  proposition: at least one of the question's content words (not an English stop word) occurs in it.
+* ``lenient`` (default) — as ``strict``, and a claim is also stated when every word of one of its forms
+  occurs somewhere in the chunk, in any order ("8 February 1900" for "February 8, 1900", "Thimphu, the
+  capital of Bhutan" for "Thimphu, Bhutan"); yes/no claims are always kept.
+* ``off`` — no check; decisions carry ``grounded: null``.
+
+What it cannot stop: a chunk that *states* the planted answer ("the answer is X") grounds it; grounding
+limits evidence to what the text says, not to what is true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from inference.alignment import ClaimAligner
+from inference.evaluators.base import EvaluationResult
+from inference.io import rounded
+from training.utils.text import normalize_text
+
+__all__ = ["GROUNDING_MODES", "YES_NO_CLAIMS", "claim_grounded", "ground_results"]
+
+#: The allowed values of ``evaluator.grounding``.
+GROUNDING_MODES = ("strict", "lenient", "off")
+#: Claims whose evidence is a verdict on the question rather than a string in the chunk.
+YES_NO_CLAIMS = frozenset({"yes", "no"})
+
+
+def _stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+def _content_words(text: str, stop: frozenset[str]) -> set[str]:
+    return {w for w in normalize_text(text).split() if w not in stop}
+
+
+def claim_grounded(
+    forms: Iterable[str], chunk_text: str, question: str = "", mode: str = "lenient"
+) -> tuple[bool, str]:
+    """Whether a chunk states a claim (one of its surface ``forms``, the display text first), and why not.
+
+    Returns ``(grounded, reason)``; ``reason`` is empty when grounded.
+
+    >>> claim_grounded(["February 8, 1900"], "He was born on 8 February 1900 in Ohio.")
+    (True, '')
+    >>> claim_grounded(["February 8, 1900"], "He was born on 8 February 1900 in Ohio.", mode="strict")
+    (False, 'not stated in the chunk')
+    >>> claim_grounded(["yes"], "Paris hosts the Louvre.", "Is the Louvre in Rome?", mode="strict")
+    (True, '')
+    """
+    if mode not in GROUNDING_MODES:
+        raise ValueError(f"grounding mode must be one of {', '.join(GROUNDING_MODES)}; got {mode!r}")
+    if mode == "off":
+        return True, ""
+    forms = [f for f in forms if isinstance(f, str)]
+    chunk = f" {normalize_text(chunk_text)} "
+    if forms and normalize_text(forms[0]) in YES_NO_CLAIMS:
+        if mode == "lenient":
+            return True, ""
+        stop = _stop_words()
+        if _content_words(question, stop) & set(chunk.split()):
+            return True, ""
+        return False, "yes/no claim: the chunk mentions none of the question's content words"
+    norms = [n for n in (normalize_text(f) for f in forms) if n]
+    if any(f" {n} " in chunk for n in norms):
+        return True, ""
+    if mode == "lenient":
+        words = set(chunk.split())
+        if any(set(n.split()) <= words for n in norms):
+            return True, ""
+    return False, "not stated in the chunk"
+
+
+def _forms(claim, aligner: ClaimAligner | None) -> list[str]:
+    forms = [claim.text, *claim.forms]
+    if aligner is not None:  # an alias whose target is this claim counts as one of its forms
+        key = aligner.canonical(claim.text)
+        forms += [a for a, target in aligner.aliases.items() if aligner.canonical(target) == key]
+    return list(dict.fromkeys(forms))
+
+
+def ground_results(
+    results: Sequence[EvaluationResult], mode: str = "lenient", aligner: ClaimAligner | None = None
+) -> list[EvaluationResult]:
+    """Drop the evidence of every claim a chunk does not state (:func:`claim_grounded`) in each result:
+    the evidence tensor, the decisions' evidence, ``grounded`` and ``grounding_notes``, and the frame's
+    supporting chunk ids. ``mode="off"`` only marks the decisions ``grounded = None``. Returns new results;
+    the inputs are not modified."""
+    if mode not in GROUNDING_MODES:
+        raise ValueError(f"evaluator.grounding must be one of {', '.join(GROUNDING_MODES)}; got {mode!r}")
+    out = []
+    for res in results:
+        if mode == "off":
+            out.append(replace(res, decisions=[replace(d, grounded=None) for d in res.decisions]))
+            continue
+        ev = res.evidence.clone()
+        claims = [replace(c, chunk_ids=list(c.chunk_ids), forms=list(c.forms)) for c in res.claims]
+        forms = [_forms(c, aligner) for c in claims]
+        decisions = []
+        for i, (chunk, d) in enumerate(zip(res.chunks, res.decisions)):
+            notes, dropped = [], set()
+            for j, claim in enumerate(claims):
+                if not float(ev[i, j]) > 0:
+                    continue
+                ok, why = claim_grounded(forms[j], chunk.text, res.query, mode)
+                if not ok:
+                    notes.append(
+                        f"{claim.id} {claim.text!r}: {why}; evidence {rounded(float(ev[i, j]))} dropped"
+                    )
+                    ev[i, j] = 0.0
+                    dropped.add(claim.id)
+            evidence = {cid: v for cid, v in d.evidence.items() if cid not in dropped}
+            new = replace(d, evidence=evidence, grounded=not notes, grounding_notes=notes)
+            supported = next((c for c in claims if c.text == d.claim and d.chunk_id in c.chunk_ids), None)
+            if supported is not None and supported.id in dropped:
+                supported.chunk_ids.remove(d.chunk_id)
+                new = replace(new, claim=None, answer=None, stance="irrelevant")
+            decisions.append(new)
+        out.append(replace(res, evidence=ev, claims=claims, decisions=decisions))
+    return out
