@@ -203,6 +203,13 @@ class FusionConfig:
             "range": (0.0, 1.0),
         },
     )
+    state_ratio_yes_no: float | None = field(
+        default=None,
+        metadata={
+            "help": "Bar of the stated set for yes/no frames (every claim 'yes' or 'no': answers that exclude each other); null: state_ratio. Fitted by `calibrate` on the yes/no questions apart from the open ones.",
+            "range": (0.0, 1.0),
+        },
+    )
     sanitize: bool = field(
         default=False,
         metadata={

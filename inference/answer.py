@@ -18,7 +18,7 @@ from inference.evaluators.base import EvaluationResult
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
 from inference.io import rounded
-from training.utils.metrics import stated_claims
+from training.utils.metrics import state_ratio_for, stated_claims
 
 __all__ = [
     "AnswerRecord",
@@ -102,6 +102,7 @@ class FusionInfo:
     tau2: float
     policy: str
     state_ratio: float | None = None
+    state_ratio_yes_no: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -274,9 +275,9 @@ def build_answer_record(
     t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None
-    stated = stated_claims(
-        [c.text for c in result.claims], res.belief.tolist(), decision, sel, fusion.state_ratio
-    )
+    texts = [c.text for c in result.claims]
+    ratio = state_ratio_for(texts, fusion.state_ratio, fusion.state_ratio_yes_no)
+    stated = stated_claims(texts, res.belief.tolist(), decision, sel, ratio)
     claims = [
         ClaimRecord(c.id, c.text, rounded(res.belief[j]), list(c.chunk_ids), list(c.forms))
         for j, c in enumerate(result.claims)
@@ -330,7 +331,13 @@ def build_answer_record(
         evaluator=result.evaluator,
         evaluator_meta=result.meta,
         fusion=FusionInfo(
-            fusion.rule, fusion.lam, fusion.tau1, fusion.tau2, fusion.policy, fusion.state_ratio
+            fusion.rule,
+            fusion.lam,
+            fusion.tau1,
+            fusion.tau2,
+            fusion.policy,
+            fusion.state_ratio,
+            fusion.state_ratio_yes_no,
         ),
         stated_claims=stated,
     )

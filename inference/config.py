@@ -129,7 +129,7 @@ class RunConfig:
             "bar, isotonic confidence map); 'auto' (default): the learned checkpoint's own calibration.json when "
             "it fits the run (none for the prompt evaluator or another fusion rule); null: none. A named file "
             "must have been fitted for this evaluator and checkpoint (or prompt model); its λ/τ/bar replace "
-            "fusion.lam/tau1/tau2/state_ratio.",
+            "fusion.lam/tau1/tau2/state_ratio/state_ratio_yes_no.",
             "must": "be a file path, 'auto' or null",
         },
     )

@@ -60,7 +60,7 @@ from inference.generation.template import template_response
 from inference.io import atomic_write_text, rounded, write_json
 from inference.types import Chunk, DataError
 from training.calibration import CalibrationError, apply_evidence_transform, isotonic_map, read_calibration
-from training.utils.metrics import stated_claims
+from training.utils.metrics import state_ratio_for, stated_claims
 
 __all__ = [
     "BEHAVIOUR_ROUTE",
@@ -108,7 +108,7 @@ TABLE_METRICS = (
 
 
 #: The fusion fields a setting varies and a record's ``fusion`` block holds (as :class:`inference.answer.FusionInfo`).
-RECORD_FUSION_KEYS = ("rule", "lam", "tau1", "tau2", "policy", "state_ratio")
+RECORD_FUSION_KEYS = ("rule", "lam", "tau1", "tau2", "policy", "state_ratio", "state_ratio_yes_no")
 
 
 # ------------------------------------------------------------------------------------------------ grid
@@ -124,6 +124,7 @@ class SweepSetting:
     tau2: float
     policy: str
     state_ratio: float = 0.5
+    state_ratio_yes_no: float | None = None
 
     def fusion(self) -> FusionConfig:
         """The validated :class:`~evidential.FusionConfig` of this setting."""
@@ -195,7 +196,7 @@ class SweepGrid:
         out += [
             SweepSetting(f"policy {p}", "policy", b.rule, b.lam, b.tau1, b.tau2, p) for p in self.policies
         ]
-        return [replace(s, state_ratio=b.state_ratio) for s in out]
+        return [replace(s, state_ratio=b.state_ratio, state_ratio_yes_no=b.state_ratio_yes_no) for s in out]
 
 
 def parse_lams(text: str) -> list[float]:
@@ -314,7 +315,9 @@ def refuse_rows(
         claims = [{**c, "mass": rounded(belief[i][j])} for j, c in enumerate(batch.claims[i])]
         answer = claims[sel[i]]["text"] if sel[i] >= 0 else None
         name = ROUTES[ids[i]]
-        stated = stated_claims([c["text"] for c in claims], belief[i], name, sel[i], fc.state_ratio)
+        texts = [c["text"] for c in claims]
+        ratio = state_ratio_for(texts, fc.state_ratio, fc.state_ratio_yes_no)
+        stated = stated_claims(texts, belief[i], name, sel[i], ratio)
         response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]
         record = {

@@ -321,7 +321,8 @@ def relabel_to_frame(ex: Any, frame: list[str], aligner: ClaimAligner | None = N
     :func:`inference.evaluation.metrics.answer_contained`). Chunk ``i``'s label becomes the first frame
     claim that states its labelled claim (``None`` when none does); the gold claims are every frame claim
     that states a gold answer (``[]`` when the frame states none: nothing the frame offers is right; ``None``
-    stays ``None``: no gold reference).
+    stays ``None``: no gold reference); ``frame_complete`` says whether every gold answer is stated by some
+    frame claim (else no stated set can be the right one).
 
     >>> from training.trainer.trainer import QueryExample
     >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["Paris", "Lyon"], [0, 1], [0], ["correct", "misinfo"], None)
@@ -339,17 +340,24 @@ def relabel_to_frame(ex: Any, frame: list[str], aligner: ClaimAligner | None = N
     states = [stating(c) for c in ex.claims]
     labels = [states[lab][0] if lab is not None and states[lab] else None for lab in ex.labels]
     gold = None if ex.gold is None else sorted({j for g in ex.gold for j in states[g]})
-    return dataclasses.replace(ex, claims=list(frame), labels=labels, gold=gold, teacher=None)
+    complete = ex.gold is None or all(states[g] for g in ex.gold)
+    return dataclasses.replace(
+        ex, claims=list(frame), labels=labels, gold=gold, teacher=None, frame_complete=complete
+    )
 
 
 def _outcomes(
-    examples: list[Any], ids: list[str], cached: dict[str, dict], frames: str = "labelled"
+    examples: list[Any],
+    ids: list[str],
+    cached: dict[str, dict],
+    frames: str = "labelled",
+    aligner: ClaimAligner | None = None,
 ) -> tuple[list[tuple[Any, Any]], int]:
     """``(QueryExample, evidence [k, M])`` pairs from the cache, and the number of claims evaluators added
     (with ``frames="extracted"``: the examples relabelled to the extracted frames, nothing added)."""
     outcomes = []
     extra_claims = 0
-    aligner = ClaimAligner()
+    aligner = aligner or ClaimAligner()
     for ex, eid in zip(examples, ids):
         e = cached[eid]
         ev = torch.tensor(e["evidence"], dtype=torch.float64).reshape(len(ex.chunks), len(e["claims"]))
@@ -371,6 +379,7 @@ def collect_evidence(
     cache: Path | None = None,
     progress: bool = False,
     frames: str = "labelled",
+    aligner: ClaimAligner | None = None,
 ) -> tuple[list[tuple[Any, Any]], dict[str, Any]]:
     """Run ``evaluator`` once over ``examples`` (batched, candidates = each query's frame) and return
     ``(QueryExample, evidence [k, M])`` pairs; extra claims an evaluator adds to the frame (the prompt
@@ -378,7 +387,7 @@ def collect_evidence(
     ``cache`` (same evaluator tag and inputs) are reused; new ones are appended batch by batch.
     ``evaluator`` may be a zero-argument factory (called only when some query is not cached).
     ``frames="extracted"``: the evaluator gets no candidates and the labels follow its own frames
-    (:func:`relabel_to_frame`)."""
+    (:func:`relabel_to_frame`, with ``aligner``: the run's alias table)."""
     if frames not in FRAMES:
         raise ConfigError(f"--frames must be one of {', '.join(FRAMES)}; got {frames!r}")
     cached, bad = _read_cache(cache)
@@ -401,7 +410,7 @@ def collect_evidence(
         progress=progress,
         frames=frames,
     )
-    outcomes, extra_claims = _outcomes(examples, ids, cached, frames)
+    outcomes, extra_claims = _outcomes(examples, ids, cached, frames, aligner)
     info = {
         "evaluated_queries": len(todo),
         "cached_queries": len(examples) - len(todo),
@@ -522,6 +531,7 @@ def _scored_metrics(
                 "tau1": fusion.tau1,
                 "tau2": fusion.tau2,
                 "state_ratio": fusion.state_ratio,
+                "state_ratio_yes_no": fusion.state_ratio_yes_no,
             },
         },
         "after": {**_strip(after), **extras_after, "in_sample": True},
@@ -559,6 +569,7 @@ def _fit(
         rule=fusion.rule,
         policy=fusion.policy,
         state_ratio=fusion.state_ratio,
+        state_ratio_yes_no=fusion.state_ratio_yes_no,
         details=True,
     )
     after = calibrator.evaluate(data, details=True)
@@ -696,6 +707,9 @@ def calibrate(
         cache=cache_path,
         progress=progress,
         frames=frames,
+        aligner=ClaimAligner(
+            aliases=dict(run_config.evaluator.aliases), merge_subspans=run_config.evaluator.merge_subspans
+        ),
     )
     data_info["frames"] = frames
     fitted = _fit(run_config, outcomes, isotonic=isotonic, fit_power=fit_power, cv_folds=cv_folds)

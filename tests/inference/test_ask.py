@@ -175,8 +175,10 @@ RECORD_KEY_ORDER = {
         "valid",
         "repaired",
         "errors",
+        "grounded",
+        "grounding_notes",
     ],
-    "fusion": ["rule", "lam", "tau1", "tau2", "policy", "state_ratio"],
+    "fusion": ["rule", "lam", "tau1", "tau2", "policy", "state_ratio", "state_ratio_yes_no"],
     "generation": [
         "generator",
         "route",

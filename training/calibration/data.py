@@ -12,6 +12,7 @@ from evidential import pad_evidence
 from evidential.routing import ROUTES
 from training.calibration.apply import CalibrationError
 from training.trainer.trainer import expected_route
+from training.utils.metrics import is_yes_no_frame
 
 __all__ = ["ROUTE_ID", "CalibrationData"]
 
@@ -30,6 +31,11 @@ class CalibrationData:
         has_gold: Bool ``[B]``: the query has a gold reference (ECE, NLL and isotonic use only these).
         expected: Long ``[B]``: the expected route id (0 direct, 1 conflict, 2 abstain).
         keys: One id per query (fold assignment, reports).
+        yes_no: Bool ``[B]``: the query's frame is yes/no (its stated-set bar is fitted apart); default all
+            False.
+        complete: Bool ``[B]``: every gold answer is a claim of the frame (an extracted frame may miss one;
+            then no stated set is right, and the query does not count for the stated-set bar); default all
+            True.
     """
 
     evidence: torch.Tensor
@@ -39,9 +45,15 @@ class CalibrationData:
     has_gold: torch.Tensor
     expected: torch.Tensor
     keys: list[str] = field(default_factory=list)
+    yes_no: torch.Tensor | None = None
+    complete: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
+        if self.yes_no is None:
+            self.yes_no = torch.zeros(max(b, 0), dtype=torch.bool)
+        if self.complete is None:
+            self.complete = torch.ones(max(b, 0), dtype=torch.bool)
         if self.evidence.ndim != 3:
             raise CalibrationError(f"evidence must be [B, k, M]; got shape {tuple(self.evidence.shape)}")
         k, m = self.evidence.shape[1:]
@@ -51,6 +63,8 @@ class CalibrationData:
             ("gold", self.gold, (b, m)),
             ("has_gold", self.has_gold, (b,)),
             ("expected", self.expected, (b,)),
+            ("yes_no", self.yes_no, (b,)),
+            ("complete", self.complete, (b,)),
         ):
             if tuple(t.shape) != shape:
                 raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
@@ -71,6 +85,8 @@ class CalibrationData:
         gold: Sequence[Sequence[int] | None],
         expected: Sequence[str],
         keys: Sequence[str] | None = None,
+        yes_no: Sequence[bool] | None = None,
+        complete: Sequence[bool] | None = None,
     ) -> CalibrationData:
         """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
         expected route names."""
@@ -99,6 +115,10 @@ class CalibrationData:
             has_gold=torch.tensor([x is not None for x in gold], dtype=torch.bool),
             expected=torch.tensor([ROUTE_ID[r] for r in expected], dtype=torch.long),
             keys=list(keys) if keys is not None else [],
+            yes_no=torch.tensor([bool(x) for x in yes_no], dtype=torch.bool) if yes_no is not None else None,
+            complete=torch.tensor([bool(x) for x in complete], dtype=torch.bool)
+            if complete is not None
+            else None,
         )
 
     @classmethod
@@ -111,6 +131,8 @@ class CalibrationData:
             [ex.gold for ex, _ in outcomes],
             [expected_route(ex) for ex, _ in outcomes],
             [ex.key for ex, _ in outcomes],
+            [is_yes_no_frame(ex.claims) for ex, _ in outcomes],
+            [getattr(ex, "frame_complete", True) for ex, _ in outcomes],
         )
 
     def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
@@ -123,4 +145,6 @@ class CalibrationData:
             has_gold=self.has_gold[idx],
             expected=self.expected[idx],
             keys=[self.keys[i] for i in idx.tolist()],
+            yes_no=self.yes_no[idx],
+            complete=self.complete[idx],
         )

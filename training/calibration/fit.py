@@ -23,7 +23,9 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
 3. **The stated-set bar** (:func:`fit_state_ratio`), with λ and τ fixed: the ``state_ratio`` of
    :func:`evidential.stated_mask` whose routed answers state exactly the gold claims on the largest share
    of gold queries, each source dataset weighted equally (every valid answer kept, minority claims such as
-   planted ones dropped), ties broken by closeness to the configured bar.
+   planted ones dropped), ties broken by closeness to the configured bar. Fitted twice: ``state_ratio`` on
+   the open frames, ``state_ratio_yes_no`` on the yes/no frames (``{yes, no}``: answers that exclude each
+   other, where one verdict is the right set), so neither kind of question decides the other's bar.
 4. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
    P(selected claim is gold) (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
@@ -262,12 +264,22 @@ def fit_thresholds(
     )
 
 
-def set_hits(data: CalibrationData, belief: torch.Tensor, routes: torch.Tensor, ratio: float) -> torch.Tensor:
-    """Per gold query: the stated set (:func:`evidential.stated_mask` at ``ratio`` on the routed answer)
-    is exactly the query's gold claims — every gold claim of the frame stated, no other claim."""
+def set_hits(
+    data: CalibrationData,
+    belief: torch.Tensor,
+    routes: torch.Tensor,
+    ratio: float,
+    ratio_yes_no: float | None = None,
+) -> torch.Tensor:
+    """Per gold query: the stated set (:func:`evidential.stated_mask` at ``ratio`` on the routed answer;
+    at ``ratio_yes_no`` for yes/no frames when given) is exactly the query's gold claims — every gold claim
+    of the frame stated, no other claim — and the frame holds every gold answer (``data.complete``)."""
     stated = stated_mask(belief, ratio, data.claim_mask, routes)
+    if ratio_yes_no is not None and bool(data.yes_no.any()):
+        stated_yn = stated_mask(belief, ratio_yes_no, data.claim_mask, routes)
+        stated = torch.where(data.yes_no.unsqueeze(-1), stated_yn, stated)
     gold = data.gold & data.claim_mask
-    return ((stated == gold) | ~data.claim_mask).all(-1) & gold.any(-1)
+    return ((stated == gold) | ~data.claim_mask).all(-1) & gold.any(-1) & data.complete
 
 
 def fit_state_ratio(
@@ -340,6 +352,7 @@ def evaluate_parameters(
     policy: str = "paper",
     isotonic: dict[str, list[float]] | None = None,
     state_ratio: float | None = None,
+    state_ratio_yes_no: float | None = None,
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
@@ -365,7 +378,7 @@ def evaluate_parameters(
         "brier": float(((c_final - ok.double()) ** 2).mean()) if n_gold else 0.0,
     }
     if state_ratio is not None:
-        hits = set_hits(data, res.belief, ids, state_ratio)[g]
+        hits = set_hits(data, res.belief, ids, state_ratio, state_ratio_yes_no)[g]
         out["set_accuracy"] = float(hits.double().mean()) if n_gold else 0.0
     if details:
         out["_confidence"] = c_final.tolist()
@@ -393,7 +406,8 @@ def fit_calibration(
     """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → isotonic) on
     ``data``.
 
-    Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio}``
+    Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
+    state_ratio_yes_no}`` (``state_ratio_yes_no`` None without a yes/no query)
     and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
     steps that were skipped.
     """
@@ -416,7 +430,19 @@ def fit_calibration(
     )
     res, conf, correct = fused_outputs(data, sf.scale, sf.power, tf.lam, rule)
     routes = _route_ids(policy, res.uncertainty, tf.tau1, tf.tau2, res)
-    ratio, set_acc = fit_state_ratio(data, res.belief, routes, prior=state_prior, ratios=ratios)
+    # one bar for open frames, one for yes/no frames (answers that exclude each other), each on its queries
+    yn = data.yes_no
+    open_q, yn_q = torch.nonzero(~yn).flatten(), torch.nonzero(yn).flatten()
+    ratio, set_acc = (
+        fit_state_ratio(data.subset(open_q), res.belief[open_q], routes[open_q], state_prior, ratios)
+        if len(open_q)
+        else (float(state_prior), 0.0)
+    )
+    ratio_yn, set_acc_yn = (
+        fit_state_ratio(data.subset(yn_q), res.belief[yn_q], routes[yn_q], state_prior, ratios)
+        if len(yn_q)
+        else (None, None)
+    )
     iso = None
     if isotonic:
         g = data.has_gold
@@ -434,12 +460,14 @@ def fit_calibration(
         "policy": policy,
         "isotonic": iso,
         "state_ratio": ratio,
+        "state_ratio_yes_no": ratio_yn,
         "fit": {
             "nll_identity": sf.nll_identity,
             "nll_scaled": sf.nll,
             "route_accuracy": tf.route_accuracy,
             "ece_fused": tf.ece,
             "set_accuracy": set_acc,
+            "set_accuracy_yes_no": set_acc_yn,
             "notes": notes,
         },
     }
@@ -454,7 +482,18 @@ def fold_of(keys: Sequence[str], folds: int) -> list[int]:
     return out
 
 
-_PARAM_KEYS = ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic", "state_ratio")
+_PARAM_KEYS = (
+    "scale",
+    "power",
+    "lam",
+    "tau1",
+    "tau2",
+    "rule",
+    "policy",
+    "isotonic",
+    "state_ratio",
+    "state_ratio_yes_no",
+)
 
 
 def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> dict[str, Any]:
@@ -479,7 +518,7 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         routes[test] = _route_ids(p["policy"], res.uncertainty, p["tau1"], p["tau2"], res)
         conf[test] = isotonic_map(c, p["isotonic"])
         correct[test] = ok
-        set_ok[test] = set_hits(held, res.belief, routes[test], p["state_ratio"])
+        set_ok[test] = set_hits(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
         per_fold.append({k: v for k, v in p.items() if k != "isotonic"} | {"queries": len(test)})
     g = data.has_gold
     n_gold = int(g.sum())

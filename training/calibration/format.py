@@ -67,7 +67,8 @@ class Calibration:
 
     Parameters: ``scale``/``power`` (``e' = s · e^p``), ``lam``, ``tau1``, ``tau2`` (for ``rule`` and
     ``policy``), ``isotonic`` (breakpoints, or None), ``state_ratio`` (the stated-set bar,
-    :func:`evidential.stated_mask`; optional — None keeps the run config's). Provenance: ``evaluator`` (name), ``evaluator_info``
+    :func:`evidential.stated_mask`; optional — None keeps the run config's), ``state_ratio_yes_no`` (the bar
+    for yes/no frames; optional likewise). Provenance: ``evaluator`` (name), ``evaluator_info``
     (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
     ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
     ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
@@ -83,6 +84,7 @@ class Calibration:
     policy: str = "paper"
     isotonic: dict[str, list[float]] | None = None
     state_ratio: float | None = None
+    state_ratio_yes_no: float | None = None
     evaluator_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -103,8 +105,9 @@ class Calibration:
         self.tau2 = _num(p, "tau2", w, 0.0, 1.0)
         if not self.tau1 < self.tau2:
             raise CalibrationError(f"parameters: tau1 < tau2 is required; got {self.tau1}, {self.tau2}")
-        if self.state_ratio is not None:
-            self.state_ratio = _num({"state_ratio": self.state_ratio}, "state_ratio", w, 0.0, 1.0)
+        for key in ("state_ratio", "state_ratio_yes_no"):
+            if getattr(self, key) is not None:
+                setattr(self, key, _num({key: getattr(self, key)}, key, w, 0.0, 1.0))
         if not isinstance(self.evaluator, str) or not self.evaluator:
             raise CalibrationError(f"evaluator.name must be a non-empty string; got {self.evaluator!r}")
         if self.rule not in FUSION_RULES:
@@ -143,10 +146,12 @@ class Calibration:
         return isotonic_map(confidence, self.isotonic)
 
     def fusion_overrides(self) -> dict[str, float]:
-        """``{lam, tau1, tau2}`` (and ``state_ratio`` when fitted) for :class:`evidential.FusionConfig`."""
+        """``{lam, tau1, tau2}`` (and ``state_ratio`` / ``state_ratio_yes_no`` when fitted) for
+        :class:`evidential.FusionConfig`."""
         out = {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
-        if self.state_ratio is not None:
-            out["state_ratio"] = self.state_ratio
+        for key in ("state_ratio", "state_ratio_yes_no"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +169,11 @@ class Calibration:
                 "policy": self.policy,
                 "isotonic": self.isotonic,
                 **({"state_ratio": self.state_ratio} if self.state_ratio is not None else {}),
+                **(
+                    {"state_ratio_yes_no": self.state_ratio_yes_no}
+                    if self.state_ratio_yes_no is not None
+                    else {}
+                ),
             },
             "data": self.data,
             "metrics": self.metrics,
@@ -203,6 +213,7 @@ class Calibration:
             evaluator=ev["name"],
             **{k: params[k] for k in known},
             state_ratio=params.get("state_ratio"),  # optional: files fitted before the stated-set bar
+            state_ratio_yes_no=params.get("state_ratio_yes_no"),  # optional: files fitted before it
             evaluator_info={k: v for k, v in ev.items() if k != "name"},
             data=d.get("data", {}),
             metrics=d.get("metrics", {}),

@@ -81,6 +81,9 @@ class QueryExample:
     source: str | None
     teacher: list[list[float] | None] | None = None  # per chunk: a teacher's evidence over ``claims``
     labelled: list[bool] | None = None  # per chunk: has a human label (None: all of them)
+    # every gold answer is a claim of the frame (False for an extracted frame that misses one: no stated set
+    # can then be the right one)
+    frame_complete: bool = True
 
     def is_labelled(self, i: int) -> bool:
         return self.labelled is None or self.labelled[i]
@@ -679,7 +682,7 @@ def score_outcomes(
             said = stated_claims(ex.claims, [float(x) for x in res.belief], r, sel, state_ratio)
             gold = [ex.claims[g] for g in ex.gold]
             wrong = [c for j, c in enumerate(ex.claims) if j not in ex.gold]
-            strict += strict_exact_match(said, gold, wrong)
+            strict += ex.frame_complete and strict_exact_match(said, gold, wrong)
             n_strict += 1
     out: dict[str, Any] = {
         "claim_accuracy": correct / total if total else None,

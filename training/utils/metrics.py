@@ -12,9 +12,12 @@ from evidential.routing import stated_mask
 from training.utils.text import normalize_text
 
 __all__ = [
+    "YES_NO_FRAME",
     "ReliabilityBins",
     "expected_calibration_error",
+    "is_yes_no_frame",
     "reliability_bins",
+    "state_ratio_for",
     "stated_claims",
     "strict_exact_match",
 ]
@@ -83,6 +86,29 @@ def expected_calibration_error(
         if n:
             ece += (n / total) * abs(acc - conf)
     return float(ece)
+
+
+#: The normalized claims of a yes/no frame.
+YES_NO_FRAME = frozenset({"yes", "no"})
+
+
+def is_yes_no_frame(claims: Sequence[str]) -> bool:
+    """Whether a frame is a yes/no verdict (every claim normalizes to ``yes`` or ``no``): its answers exclude
+    each other, so its stated-set bar is fitted apart from open frames' (``fusion.state_ratio_yes_no``).
+
+    >>> is_yes_no_frame(["Yes", "no"]), is_yes_no_frame(["yes", "Paris"]), is_yes_no_frame([])
+    (True, False, False)
+    """
+    return bool(claims) and all(normalize_text(c) in YES_NO_FRAME for c in claims)
+
+
+def state_ratio_for(claims: Sequence[str], ratio: float, ratio_yes_no: float | None = None) -> float:
+    """The stated-set bar of one frame: ``ratio_yes_no`` for a yes/no frame when it is set, else ``ratio``.
+
+    >>> state_ratio_for(["yes", "no"], 0.5, 1.0), state_ratio_for(["Lyon", "Paris"], 0.5, 1.0)
+    (1.0, 0.5)
+    """
+    return float(ratio_yes_no) if ratio_yes_no is not None and is_yes_no_frame(claims) else float(ratio)
 
 
 def stated_claims(

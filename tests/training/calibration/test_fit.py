@@ -32,6 +32,7 @@ from training.calibration import (
     fit_thresholds,
     fold_of,
     fused_outputs,
+    set_hits,
 )
 from training.trainer.trainer import QueryExample, expected_route, score_outcomes
 
@@ -261,8 +262,20 @@ def test_evidence_calibrator_fits_then_applies():
     ref = fit_calibration(d, policy="paper", prior=(0.6, 0.35, 0.65))
     assert cal.params == {
         k: ref[k]
-        for k in ("scale", "power", "lam", "tau1", "tau2", "rule", "policy", "isotonic", "state_ratio")
+        for k in (
+            "scale",
+            "power",
+            "lam",
+            "tau1",
+            "tau2",
+            "rule",
+            "policy",
+            "isotonic",
+            "state_ratio",
+            "state_ratio_yes_no",
+        )
     }
+    assert cal.params["state_ratio_yes_no"] is None  # no yes/no query: no bar of its own
     assert cal.report == ref["fit"]
     ev = torch.tensor([[0.0, 1.0, 3.0]], dtype=torch.float64)
     assert torch.equal(
@@ -452,3 +465,56 @@ def test_fit_state_ratio_weights_every_source_equally():
     )
     ratio, acc = fit_state_ratio(micro, belief, routes, prior=0.5)
     assert ratio == 0.75 and acc == 0.75
+
+
+def test_yes_no_frames_get_a_bar_of_their_own():
+    """Open frames and yes/no frames are fitted apart: the RAMDocs query with two valid answers (0.5 / 0.3)
+    wants a bar <= 0.6, the yes/no queries whose second verdict is wrong want one above 0.6; with one bar per
+    kind both are right, and set_hits applies each query its own bar."""
+    ev_yn = torch.tensor([[3.0, 2.0]], dtype=torch.float64)  # both verdicts have mass; only "yes" is gold
+    ev_open = torch.tensor([[5.0, 0.0], [0.0, 3.0]], dtype=torch.float64)  # two valid answers
+    data = CalibrationData.from_examples(
+        [
+            (
+                QueryExample(
+                    f"conflictqa:{i}", "q?", ["c"], ["yes", "no"], [0], [0], ["memory"], "conflictqa"
+                ),
+                ev_yn,
+            )
+            for i in range(3)
+        ]
+        + [
+            (
+                QueryExample(
+                    "ramdocs:d",
+                    "q?",
+                    ["c1", "c2"],
+                    ["Kazan", "Giraldi"],
+                    [0, 1],
+                    [0, 1],
+                    ["correct"] * 2,
+                    "ramdocs",
+                ),
+                ev_open,
+            )
+        ]
+    )
+    assert data.yes_no.tolist() == [True, True, True, False]
+    fitted = fit_calibration(data, state_prior=0.5, fit_power=False, isotonic=False)
+    assert fitted["state_ratio_yes_no"] > fitted["state_ratio"]
+    res = fuse(
+        opinions_from_evidence(data.evidence * fitted["scale"], data.claim_mask, data.chunk_mask),
+        lam=fitted["lam"],
+    )
+    routes = torch.zeros(4, dtype=torch.long)
+    both = set_hits(data, res.belief, routes, fitted["state_ratio"], fitted["state_ratio_yes_no"])
+    assert both.tolist() == [True, True, True, True]
+    one = set_hits(data, res.belief, routes, fitted["state_ratio"])  # the open bar for every query
+    assert one.tolist()[3] is True and not all(one.tolist()[:3])
+    cal = Calibration(evaluator="learned", **{k: fitted[k] for k in fitted if k != "fit"})
+    assert (
+        Calibration.from_dict(cal.to_dict()).fusion_overrides()["state_ratio_yes_no"]
+        == fitted["state_ratio_yes_no"]
+    )
+    with pytest.raises(CalibrationError, match="state_ratio_yes_no"):
+        Calibration(evaluator="learned", state_ratio_yes_no=-0.1)

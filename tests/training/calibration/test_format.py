@@ -45,6 +45,7 @@ def test_shipped_calibration_round_trips_and_applies():
         "tau1": p["tau1"],
         "tau2": p["tau2"],
         "state_ratio": p["state_ratio"],
+        "state_ratio_yes_no": p["state_ratio_yes_no"],
     }
 
 
