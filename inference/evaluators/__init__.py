@@ -79,6 +79,8 @@ def learned_evaluator(cfg) -> LearnedEvaluator:
         span_repair=cfg.span_repair,
         span_null_margin=cfg.span_null_margin,
         grounding=cfg.grounding,
+        span_candidates=cfg.span_candidates,
+        span_candidate_margin=cfg.span_candidate_margin,
     )
 
 

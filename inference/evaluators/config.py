@@ -152,6 +152,20 @@ class LearnedEvaluatorFields:
             "must": "be a finite number",
         },
     )
+    span_candidates: int = field(
+        default=1,
+        metadata={
+            "help": "Learned evaluator: spans per chunk proposed to the frame — the best one plus up to n-1 non-overlapping next-best spans within span_candidate_margin of it; the evidential head weighs them all (1: the best span only).",
+            "range": (1, 5),
+        },
+    )
+    span_candidate_margin: float = field(
+        default=2.0,
+        metadata={
+            "help": "Learned evaluator: how far (start + end logits) below a chunk's best span an alternate span may score.",
+            "range": (0.0, None),
+        },
+    )
     device: str = field(
         default="cpu",
         metadata={

@@ -51,6 +51,11 @@ class LearnedEvaluator:
         span_null_margin: A chunk's span is extracted when it beats the no-answer score by more than this.
         grounding: Drop evidence for claims a chunk does not state: ``strict``, ``lenient`` or ``off``
             (:mod:`inference.evaluators.grounding`).
+        span_candidates: Spans per chunk proposed to the frame: the best one, plus up to ``n - 1``
+            non-overlapping next-best spans within ``span_candidate_margin`` of it
+            (:meth:`~training.learned.model.EvidentialEvaluatorModel.extract_span_candidates`); the evidential
+            head then weighs them all.
+        span_candidate_margin: How far (start + end logits) below the best span an alternate may score.
     """
 
     name = "learned"
@@ -65,6 +70,8 @@ class LearnedEvaluator:
         span_repair: bool = True,
         span_null_margin: float = 0.0,
         grounding: str = "lenient",
+        span_candidates: int = 1,
+        span_candidate_margin: float = 2.0,
     ):
         self.model = model
         self.aligner = aligner or ClaimAligner()
@@ -74,6 +81,8 @@ class LearnedEvaluator:
         self.span_repair = bool(span_repair)
         self.span_null_margin = float(span_null_margin)
         self.grounding = grounding
+        self.span_candidates = int(span_candidates)
+        self.span_candidate_margin = float(span_candidate_margin)
         self.passes = 0
         self.decisions = 0
         self.counts = {"valid": 0, "repaired": 0, "failed": 0}
@@ -147,14 +156,17 @@ class LearnedEvaluator:
         return ground_results(results, self.grounding, self.aligner)
 
     def _extract(self, queries: Sequence[str], texts: list[list[str]], modes: list[str]) -> dict[int, list]:
-        """Pass 1: the span head's claim of every chunk, for the queries whose claims are extracted
-        (query index → one span per chunk); one batched encoder pass when any query needs it."""
+        """Pass 1: the span head's claim(s) of every chunk, for the queries whose claims are extracted
+        (query index → one list of spans per chunk, best first); one batched encoder pass when any query
+        needs it."""
         need = [n for n, m in enumerate(modes) if m == "extracted" and texts[n]]
         if not need:
             return {}
-        flat = self.model.extract_spans(
+        flat = self.model.extract_span_candidates(
             [queries[n] for n in need for _ in texts[n]],
             [t for n in need for t in texts[n]],
+            n=self.span_candidates,
+            margin=self.span_candidate_margin,
             repair=self.span_repair,
             null_margin=self.span_null_margin,
         )
@@ -170,7 +182,9 @@ class LearnedEvaluator:
     ) -> list[FrameClaim]:
         """The query's frame: the candidates, yes/no, or the aligned extracted spans."""
         inventory = list(candidates) if mode == "candidates" else list(YES_NO) if mode == "yes/no" else []
-        raw = [s.text for s in spans] if spans is not None else [None] * len(chunks)
+        # every chunk's best span first, then the alternates
+        raw = [c[0].text if c else None for c in spans] if spans is not None else [None] * len(chunks)
+        raw += [s.text for c in spans or [] for s in c[1:]]
         alignment = self.aligner.align(raw, inventory=inventory)
         return [
             FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms))
@@ -187,8 +201,10 @@ class LearnedEvaluator:
             supports = top >= 0 and float(row[top]) >= self.support_threshold
             if supports:
                 frame[top].chunk_ids.append(c.id)
-            span = spans[i] if spans is not None else None
-            why = f"span {span.text!r}; " if span is not None and span.text else ""
+            found = [x.text for x in spans[i] if x.text] if spans is not None else []
+            why = f"span {found[0]!r}; " if found else ""
+            if len(found) > 1:
+                why += f"alternates {', '.join(repr(x) for x in found[1:])}; "
             decisions.append(
                 ChunkEvidence(
                     chunk_id=c.id,

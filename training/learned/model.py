@@ -461,6 +461,37 @@ class EvidentialEvaluatorModel(nn.Module):
         span's score does not beat the no-answer score (``[CLS]``) by more than ``null_margin`` (SQuAD 2's
         null threshold; negative values extract more spans). With ``repair`` the span's edges are moved to
         whole words, names and dates (:func:`training.utils.spans.repair_span`)."""
+        return [
+            spans[0] if spans else SpanPrediction(None, score)
+            for spans, score in self._decode_spans(queries, chunks, 1, 0.0, repair, null_margin)
+        ]
+
+    def extract_span_candidates(
+        self,
+        queries: list[str],
+        chunks: list[str],
+        n: int = 2,
+        margin: float = 2.0,
+        repair: bool = True,
+        null_margin: float = 0.0,
+    ) -> list[list[SpanPrediction]]:
+        """Up to ``n`` answer spans of each (query, chunk), best first, in one batched pass: the best span
+        (as :meth:`extract_spans`; none when it fails the null threshold) and then the next-best spans that do
+        not overlap a kept one and score within ``margin`` of the best (start + end logits). The alternates
+        give the evidential head more candidate claims to weigh when the best span's edges are wrong."""
+        return [spans for spans, _ in self._decode_spans(queries, chunks, n, margin, repair, null_margin)]
+
+    def _decode_spans(
+        self,
+        queries: list[str],
+        chunks: list[str],
+        n: int,
+        margin: float,
+        repair: bool,
+        null_margin: float,
+    ) -> list[tuple[list[SpanPrediction], float]]:
+        """Per (query, chunk): up to ``n`` non-overlapping spans (see :meth:`extract_span_candidates`) and
+        the best span's score over the no-answer score."""
         if not queries:
             return []
         out_t = self(queries, chunks, None, spans=True)
@@ -475,17 +506,30 @@ class EvidentialEvaluatorModel(nn.Module):
         valid[0, :] = False
         valid[:, 0] = False
         scores = scores.masked_fill(~valid.unsqueeze(0), torch.finfo(scores.dtype).min)
-        best = scores.flatten(1).max(1)
-        out: list[SpanPrediction] = []
-        for n in range(len(queries)):
-            s, e = divmod(int(best.indices[n]), t)
-            score = float(best.values[n] - null[n])
-            if score <= null_margin or s == 0:
-                out.append(SpanPrediction(None, score))
+        # the best few (start, end) pairs per chunk: enough to find n non-overlapping spans
+        top = scores.flatten(1).topk(min(t * t, 1 if n == 1 else 8 * n), dim=1)
+        out: list[tuple[list[SpanPrediction], float]] = []
+        for q in range(len(queries)):
+            vals, ids = top.values[q].tolist(), top.indices[q].tolist()
+            best_score = float(vals[0] - null[q])
+            s0 = ids[0] // t
+            if best_score <= null_margin or s0 == 0:
+                out.append(([], best_score))
                 continue
-            a, b = int(offsets[n, s, 0]), int(offsets[n, e, 1])
-            if repair:
-                a, b = repair_span(chunks[n], a, b)
-            text = chunks[n][a:b].strip()
-            out.append(SpanPrediction(text or None, score, a, b))
+            kept: list[SpanPrediction] = []
+            for v, i in zip(vals, ids):
+                score = float(v - null[q])
+                if len(kept) == n or (kept and score < kept[0].score - margin):
+                    break
+                s, e = divmod(i, t)
+                if s == 0:
+                    continue
+                a, b = int(offsets[q, s, 0]), int(offsets[q, e, 1])
+                if repair:
+                    a, b = repair_span(chunks[q], a, b)
+                text = chunks[q][a:b].strip()
+                if not text or any(a < k.end_char and b > k.start_char for k in kept):
+                    continue
+                kept.append(SpanPrediction(text, score, a, b))
+            out.append((kept, best_score))
         return out

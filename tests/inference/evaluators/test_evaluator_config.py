@@ -31,6 +31,8 @@ KEYS = [
     "support_threshold",
     "span_repair",
     "span_null_margin",
+    "span_candidates",
+    "span_candidate_margin",
     "device",
 ]
 
@@ -53,6 +55,8 @@ def test_groups_say_which_evaluator_reads_which_field():
         "support_threshold",
         "span_repair",
         "span_null_margin",
+        "span_candidates",
+        "span_candidate_margin",
         "device",
     ]
     assert [f.name for f in fields(ClaimAlignmentFields)] == [
@@ -68,6 +72,8 @@ def test_groups_say_which_evaluator_reads_which_field():
         "support_threshold",
         "span_repair",
         "span_null_margin",
+        "span_candidates",
+        "span_candidate_margin",
         "device",
         "similarity",
         "similarity_threshold",

@@ -123,3 +123,23 @@ def test_ask_with_the_learned_evaluator(tiny_checkpoint, tmp_path):
     assert record["evaluator"] == "learned" and record["batched_passes"] == 1
     assert [c["text"] for c in record["claims"]] == ["Paris", "Lyon"]
     assert record["route"] in ("direct", "conflict", "abstain")
+
+
+def test_span_candidates_add_alternates_to_the_frame():
+    """The shipped checkpoint on real RAMDocs chunks: with two spans per chunk the frame keeps every claim
+    of the one-span frame, first and in order, and the alternates follow (said in the rationale)."""
+    recs = load_ramdocs()[:3]
+    qs = [r["question"] for r in recs]
+    chunks = [_chunks(r, k=5) for r in recs]
+    one, two = (
+        build_evaluator(EvaluatorConfig(name="learned", span_candidates=n, span_candidate_margin=5.0))
+        for n in (1, 2)
+    )
+    grew = 0
+    for a, b in zip(one.evaluate_batch(qs, chunks), two.evaluate_batch(qs, chunks)):
+        ta, tb = a.claim_texts, b.claim_texts
+        assert tb[: len(ta)] == ta
+        grew += len(tb) > len(ta)
+        if len(tb) > len(ta):
+            assert any("alternates" in d.rationale for d in b.decisions)
+    assert grew > 0

@@ -154,6 +154,43 @@ def test_extract_spans_decodes_offsets(tiny_encoder):
     assert model.extract_spans(["where?"], [chunk])[0].text != "nice in"
 
 
+class _TwoSpans(torch.nn.Module):
+    """A span head with two peaks: ``(s1, e1)`` scored 10 + 10 and ``(s2, e2)`` scored ``second`` + ``second``."""
+
+    def __init__(self, s1: int, e1: int, s2: int, e2: int, second: float):
+        super().__init__()
+        self.pos, self.second = (s1, e1, s2, e2), second
+
+    def forward(self, hidden):
+        s1, e1, s2, e2 = self.pos
+        out = torch.zeros(*hidden.shape[:2], 2)
+        out[:, s1, 0], out[:, e1, 1] = 10.0, 10.0
+        out[:, s2, 0], out[:, e2, 1] = self.second, self.second
+        return out
+
+
+def test_extract_span_candidates_keeps_non_overlapping_alternates_within_the_margin(tiny_encoder):
+    model = EvidentialEvaluatorModel(
+        LearnedModelConfig(encoder=str(tiny_encoder), max_length=48, use_lora=False)
+    )
+    chunk = "Paris is nice in spring"
+    pos = (model.tokenize(["where?"], [chunk])["sequence"][0] == 1).nonzero().flatten().tolist()
+    model.span_head = _TwoSpans(pos[0], pos[0], pos[4], pos[4], 9.5)  # "Paris" (20), "spring" (19)
+    (spans,) = model.extract_span_candidates(["where?"], [chunk], n=3, margin=2.0, repair=False)
+    assert [x.text for x in spans] == ["Paris", "spring"]  # "Paris … spring" overlaps "Paris": left out
+    assert spans[0].score == pytest.approx(20.0) and spans[1].score == pytest.approx(19.0)
+    assert [x.text for x in model.extract_span_candidates(["where?"], [chunk], n=3, margin=0.5)[0]] == [
+        "Paris"
+    ]
+    assert [x.text for x in model.extract_span_candidates(["where?"], [chunk], n=1, margin=5.0)[0]] == [
+        "Paris"
+    ]
+    # n = 1 is extract_spans
+    assert model.extract_spans(["where?"], [chunk], repair=False)[0] == spans[0]
+    model.span_head = _FixedSpan(0, 0)  # no answer: no candidates either
+    assert model.extract_span_candidates(["where?"], [chunk], n=2)[0] == []
+
+
 def test_yes_no_and_encoder_resolution():
     assert is_yes_no_question("Does the Nile flow north?")
     assert not is_yes_no_question("Which river is longest?")
