@@ -94,7 +94,16 @@ def _flatten(d, prefix=""):
 
 
 def test_fusion_config_help_and_every_field_round_trips_through_set():
-    assert set(FusionConfig.help()) == {"lam", "rule", "tau1", "tau2", "policy", "state_ratio", "sanitize"}
+    assert set(FusionConfig.help()) == {
+        "lam",
+        "rule",
+        "tau1",
+        "tau2",
+        "policy",
+        "state_ratio",
+        "state_ratio_yes_no",
+        "sanitize",
+    }
     assert all(FusionConfig.help().values())
     cfg = load_config("paper")
     assert load_config(None, list(_flatten(to_dict(cfg)))) == cfg

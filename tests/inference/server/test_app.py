@@ -110,6 +110,7 @@ def test_health_and_config(main_server):
         "tau2": 0.65,
         "policy": "paper",
         "state_ratio": 0.5,
+        "state_ratio_yes_no": None,
         "sanitize": False,
     }
     assert c["server"]["api_key_set"] is False and "api_key" not in c["server"]
