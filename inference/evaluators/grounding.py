@@ -28,6 +28,7 @@ answer is X.") grounds it; grounding limits evidence to what the text says, not 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -77,6 +78,7 @@ def _stated_text(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=1)
 def _stop_words() -> frozenset[str]:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
