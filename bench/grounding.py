@@ -22,7 +22,6 @@ Usage: ``python bench/grounding.py [--data ../shared/data/ramdocs/RAMDocs_test.j
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch  # noqa: E402
 
 from inference.evaluators import build_evaluator  # noqa: E402
 from inference.evaluators.config import EvaluatorConfig  # noqa: E402
+from inference.io import write_json  # noqa: E402
 from inference.types import Chunk  # noqa: E402
 from training.data.annotated import group_by_query, split_by_question  # noqa: E402
 from training.data.benchmarks import build_dataset  # noqa: E402
@@ -97,8 +97,9 @@ def main() -> None:
     results: dict = {"questions": len(qs), "chunks": sum(len(q["chunks"]) for q in qs), "planted": PLANTED}
     honest_off = None
     t0 = time.perf_counter()
+    ev = build_evaluator(EvaluatorConfig(name="learned"))  # one model load; the mode is read per call
     for mode in MODES:
-        ev = build_evaluator(EvaluatorConfig(name="learned", grounding=mode))
+        ev.grounding = mode
         for variant, suffix in VARIANTS.items():
             planted, honest = measure(ev, qs, suffix)
             row = {"planted_share": sum(v > THRESHOLD for v in planted) / len(planted)}
@@ -122,11 +123,7 @@ def main() -> None:
             f"| {mode} | {c['planted_share']:.3f} | {i['planted_share']:.3f} | {s['planted_share']:.3f} | "
             f"{'–' if lost is None else f'{lost:.3f}'} |"
         )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    out = write_json(args.out, results)
     print(f"→ {out} ({results['seconds']} s)")
 
 

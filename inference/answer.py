@@ -18,7 +18,7 @@ from inference.evaluators.base import EvaluationResult
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
 from inference.io import rounded
-from training.utils.metrics import state_ratio_for, stated_claims
+from training.utils.metrics import stated_claims
 
 __all__ = [
     "AnswerRecord",
@@ -275,9 +275,14 @@ def build_answer_record(
     t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None
-    texts = [c.text for c in result.claims]
-    ratio = state_ratio_for(texts, fusion.state_ratio, fusion.state_ratio_yes_no)
-    stated = stated_claims(texts, res.belief.tolist(), decision, sel, ratio)
+    stated = stated_claims(
+        [c.text for c in result.claims],
+        res.belief.tolist(),
+        decision,
+        sel,
+        fusion.state_ratio,
+        fusion.state_ratio_yes_no,
+    )
     claims = [
         ClaimRecord(c.id, c.text, rounded(res.belief[j]), list(c.chunk_ids), list(c.forms))
         for j, c in enumerate(result.claims)

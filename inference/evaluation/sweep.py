@@ -60,7 +60,7 @@ from inference.generation.template import template_response
 from inference.io import atomic_write_text, rounded, write_json
 from inference.types import Chunk, DataError
 from training.calibration import CalibrationError, apply_evidence_transform, isotonic_map, read_calibration
-from training.utils.metrics import state_ratio_for, stated_claims
+from training.utils.metrics import stated_claims
 
 __all__ = [
     "BEHAVIOUR_ROUTE",
@@ -315,9 +315,9 @@ def refuse_rows(
         claims = [{**c, "mass": rounded(belief[i][j])} for j, c in enumerate(batch.claims[i])]
         answer = claims[sel[i]]["text"] if sel[i] >= 0 else None
         name = ROUTES[ids[i]]
-        texts = [c["text"] for c in claims]
-        ratio = state_ratio_for(texts, fc.state_ratio, fc.state_ratio_yes_no)
-        stated = stated_claims(texts, belief[i], name, sel[i], ratio)
+        stated = stated_claims(
+            [c["text"] for c in claims], belief[i], name, sel[i], fc.state_ratio, fc.state_ratio_yes_no
+        )
         response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]
         record = {

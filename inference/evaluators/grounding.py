@@ -36,14 +36,13 @@ from dataclasses import replace
 from inference.alignment import ClaimAligner
 from inference.evaluators.base import EvaluationResult
 from inference.io import rounded
+from training.utils.metrics import YES_NO_FRAME
 from training.utils.text import normalize_text
 
-__all__ = ["GROUNDING_MODES", "YES_NO_CLAIMS", "claim_grounded", "ground_results", "instruction_sentences"]
+__all__ = ["GROUNDING_MODES", "claim_grounded", "ground_results", "instruction_sentences"]
 
 #: The allowed values of ``evaluator.grounding``.
 GROUNDING_MODES = ("strict", "lenient", "off")
-#: Claims whose evidence is a verdict on the question rather than a string in the chunk.
-YES_NO_CLAIMS = frozenset({"yes", "no"})
 
 
 _SENTENCE_RE = re.compile(r"[^.!?\n]+[.!?]*")
@@ -89,6 +88,45 @@ def _content_words(text: str, stop: frozenset[str]) -> set[str]:
     return {w for w in normalize_text(text).split() if w not in stop}
 
 
+class _ChunkView:
+    """One chunk's text as the check reads it, normalized once: all of it, and without the sentences that
+    address the evaluator (:func:`instruction_sentences`)."""
+
+    def __init__(self, text: str) -> None:
+        stated = _stated_text(text)
+        self.stated = f" {normalize_text(stated)} "
+        self.full = self.stated if stated == text else f" {normalize_text(text)} "
+
+
+def _check(
+    forms: list[str], view: _ChunkView, question_words: set[str] | None, mode: str
+) -> tuple[bool, str]:
+    """:func:`claim_grounded` on a prepared chunk (``question_words``: the question's content words, needed
+    by the strict yes/no rule only)."""
+    ok, why = _grounded_in(forms, view.stated, question_words, mode)
+    if not ok and view.full is not view.stated and _grounded_in(forms, view.full, question_words, mode)[0]:
+        return False, "stated only inside an instruction to the evaluator"
+    return ok, why
+
+
+def _grounded_in(
+    forms: list[str], chunk: str, question_words: set[str] | None, mode: str
+) -> tuple[bool, str]:
+    """Whether the normalized, space-padded ``chunk`` states one of ``forms``."""
+    if forms and normalize_text(forms[0]) in YES_NO_FRAME:
+        if mode == "lenient" or (question_words or set()) & set(chunk.split()):
+            return True, ""
+        return False, "yes/no claim: the chunk mentions none of the question's content words"
+    norms = [n for n in (normalize_text(f) for f in forms) if n]
+    if any(f" {n} " in chunk for n in norms):
+        return True, ""
+    if mode == "lenient":
+        words = set(chunk.split())
+        if any(set(n.split()) <= words for n in norms):
+            return True, ""
+    return False, "not stated in the chunk"
+
+
 def claim_grounded(
     forms: Iterable[str], chunk_text: str, question: str = "", mode: str = "lenient"
 ) -> tuple[bool, str]:
@@ -110,30 +148,8 @@ def claim_grounded(
     if mode == "off":
         return True, ""
     forms = [f for f in forms if isinstance(f, str)]
-    stated = _stated_text(chunk_text)
-    ok, why = _grounded_in(forms, stated, question, mode)
-    if not ok and stated != chunk_text and _grounded_in(forms, chunk_text, question, mode)[0]:
-        return False, "stated only inside an instruction to the evaluator"
-    return ok, why
-
-
-def _grounded_in(forms: list[str], chunk_text: str, question: str, mode: str) -> tuple[bool, str]:
-    chunk = f" {normalize_text(chunk_text)} "
-    if forms and normalize_text(forms[0]) in YES_NO_CLAIMS:
-        if mode == "lenient":
-            return True, ""
-        stop = _stop_words()
-        if _content_words(question, stop) & set(chunk.split()):
-            return True, ""
-        return False, "yes/no claim: the chunk mentions none of the question's content words"
-    norms = [n for n in (normalize_text(f) for f in forms) if n]
-    if any(f" {n} " in chunk for n in norms):
-        return True, ""
-    if mode == "lenient":
-        words = set(chunk.split())
-        if any(set(n.split()) <= words for n in norms):
-            return True, ""
-    return False, "not stated in the chunk"
+    question_words = _content_words(question, _stop_words()) if mode == "strict" else None
+    return _check(forms, _ChunkView(chunk_text), question_words, mode)
 
 
 def _forms(claim, aligner: ClaimAligner | None) -> list[str]:
@@ -161,13 +177,15 @@ def ground_results(
         ev = res.evidence.clone()
         claims = [replace(c, chunk_ids=list(c.chunk_ids), forms=list(c.forms)) for c in res.claims]
         forms = [_forms(c, aligner) for c in claims]
+        question_words = _content_words(res.query, _stop_words()) if mode == "strict" else None
         decisions = []
         for i, (chunk, d) in enumerate(zip(res.chunks, res.decisions)):
             notes, dropped = [], set()
+            view = _ChunkView(chunk.text)
             for j, claim in enumerate(claims):
                 if not float(ev[i, j]) > 0:
                     continue
-                ok, why = claim_grounded(forms[j], chunk.text, res.query, mode)
+                ok, why = _check(forms[j], view, question_words, mode)
                 if not ok:
                     notes.append(
                         f"{claim.id} {claim.text!r}: {why}; evidence {rounded(float(ev[i, j]))} dropped"

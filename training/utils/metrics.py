@@ -17,7 +17,6 @@ __all__ = [
     "expected_calibration_error",
     "is_yes_no_frame",
     "reliability_bins",
-    "state_ratio_for",
     "stated_claims",
     "strict_exact_match",
 ]
@@ -102,30 +101,31 @@ def is_yes_no_frame(claims: Sequence[str]) -> bool:
     return bool(claims) and all(normalize_text(c) in YES_NO_FRAME for c in claims)
 
 
-def state_ratio_for(claims: Sequence[str], ratio: float, ratio_yes_no: float | None = None) -> float:
-    """The stated-set bar of one frame: ``ratio_yes_no`` for a yes/no frame when it is set, else ``ratio``.
-
-    >>> state_ratio_for(["yes", "no"], 0.5, 1.0), state_ratio_for(["Lyon", "Paris"], 0.5, 1.0)
-    (1.0, 0.5)
-    """
-    return float(ratio_yes_no) if ratio_yes_no is not None and is_yes_no_frame(claims) else float(ratio)
-
-
 def stated_claims(
-    claims: Sequence[str], masses: Sequence[float], route: str, selected: int, ratio: float = 0.5
+    claims: Sequence[str],
+    masses: Sequence[float],
+    route: str,
+    selected: int,
+    ratio: float = 0.5,
+    ratio_yes_no: float | None = None,
 ) -> list[str]:
     """The claims an answer states (the stated set, :func:`evidential.stated_mask`), by fused mass: on
-    ``direct`` the selected claim first, then every other claim whose mass reaches ``ratio`` × the top mass
+    ``direct`` the selected claim first, then every other claim whose mass reaches the bar × the top mass
     (several valid answers); on ``conflict`` the claims above that bar (minority claims drop out); none on
-    ``abstain``.
+    ``abstain``. The bar is ``ratio``, or ``ratio_yes_no`` for a yes/no frame (:func:`is_yes_no_frame`)
+    when it is given.
 
     >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "conflict", 0)
     ['A', 'B']
     >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "direct", 0, ratio=0.7)
     ['A']
+    >>> stated_claims(["yes", "no"], [0.5, 0.4], "conflict", 0, ratio=0.5, ratio_yes_no=1.0)
+    ['yes']
     """
     if route == "abstain" or not claims:
         return []
+    if ratio_yes_no is not None and is_yes_no_frame(claims):
+        ratio = ratio_yes_no
     b = torch.as_tensor([float(m) for m in masses], dtype=torch.float64)
     mask = stated_mask(b, ratio).tolist()
     order = sorted(range(len(claims)), key=lambda j: -float(b[j]))
