@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import venv
@@ -49,6 +50,8 @@ PIP_TOOLS = "pip-tools==7.6.2"
 # never loads
 LLAMA_CMAKE_ARGS = "-DLLAVA_BUILD=OFF"
 HASH_LINE = "# pyproject-dependencies-sha256: "
+# the inspector page's browser tests drive Debian's chromium with its chromedriver (selenium, no download)
+BROWSER_PACKAGES = ("chromium", "chromium-driver")
 
 
 def run(cmd: list, **kw) -> int:
@@ -215,6 +218,29 @@ def lock(args: list[str]) -> int:
     return 0
 
 
+def _start_browser_install() -> subprocess.Popen | None:
+    """Start installing chromium and chromedriver with apt-get (as root, when missing) in the background,
+    so that it overlaps the environment set-up; None when they are there or cannot be installed here (then
+    the browser tests skip and say why)."""
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        return None
+    if os.name == "nt" or not shutil.which("apt-get") or os.geteuid() != 0:
+        print(
+            "note: chromium/chromedriver not found and apt-get is not usable here: the inspector's "
+            "browser tests will be skipped (install Debian's chromium and chromium-driver to run them)",
+            flush=True,
+        )
+        return None
+    print(f"installing {' '.join(BROWSER_PACKAGES)} with apt-get in the background", flush=True)
+    script = (
+        "export DEBIAN_FRONTEND=noninteractive; "
+        f"apt-get install -y --no-install-recommends {' '.join(BROWSER_PACKAGES)} || "
+        f"(apt-get update && apt-get install -y --no-install-recommends {' '.join(BROWSER_PACKAGES)})"
+    )
+    log = open(VENV.parent / ".browser-install.log", "w", encoding="utf-8")
+    return subprocess.Popen(["sh", "-c", script], stdout=log, stderr=subprocess.STDOUT)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in {"demo", "test", "bench", "lock"}:
         print(__doc__)
@@ -226,10 +252,16 @@ def main(argv: list[str]) -> int:
     if cmd == "demo":
         ensure_env(())
         return run([BIN / "evidential-rag", "demo", *rest], cwd=ROOT, env=env)
+    browser = _start_browser_install() if cmd == "test" else None
     # the test environment includes the llama.cpp extra so that its backend is tested, not skipped
     ensure_env(LOCKED_EXTRAS)
     if cmd == "bench":
         return run([PY, ROOT / "bench" / "fusion.py", *rest], cwd=ROOT, env=env)
+    if browser is not None and browser.wait() != 0:
+        print(
+            f"installing chromium failed (see {VENV.parent / '.browser-install.log'}): the browser tests will skip",
+            file=sys.stderr,
+        )
     # two worker processes (the CI machine's two cores) unless the caller chose, stealing work from each other
     # (test durations range from milliseconds to a minute); the 15 slowest tests shown
     chose = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest)

@@ -9,15 +9,20 @@ through :func:`inference.generation.attach_generation`.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import torch
+
 from evidential import FusionConfig, fuse, opinions_from_evidence, route
-from inference.evaluators.base import EvaluationResult
+from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
 from inference.io import rounded
+from inference.types import Chunk, ChunkEvidence, DataError
 from training.utils.metrics import stated_claims
 
 __all__ = [
@@ -30,6 +35,8 @@ __all__ = [
     "RetrievedChunk",
     "answer_record",
     "build_answer_record",
+    "record_evidence",
+    "refuse_record",
     "template_response",
 ]
 
@@ -135,15 +142,20 @@ class GenerationInfo:
 
 @dataclass
 class RetrievedChunk:
-    """A chunk the answer was computed from: id, rank, retrieval score and source."""
+    """A chunk the answer was computed from: id, rank, retrieval score and source; ``text`` only when the
+    caller asked for it (``include_text``; left out of the JSON while ``None``)."""
 
     id: str
     rank: int | None
     score: float | None
     source: str | None
+    text: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_dict(self)
+        out = _as_dict(self)
+        if out["text"] is None:
+            del out["text"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RetrievedChunk:
@@ -346,3 +358,116 @@ def build_answer_record(
         ),
         stated_claims=stated,
     )
+
+
+def record_evidence(record: Mapping[str, Any], where: str = "answer record") -> torch.Tensor:
+    """The ``[k, M]`` evidence an answer record was fused from: ``chunks[i].evidence[claim id]`` with the
+    claims in frame order (float64; a claim a chunk does not list gets 0).
+
+    Raises:
+        DataError: ``record`` has no ``claims`` / ``chunks`` lists, a chunk has no ``evidence`` object,
+            evidence names a claim id the record does not list, or a value is not a finite number >= 0.
+    """
+    if not isinstance(record, Mapping):
+        raise DataError(f"{where} must be a JSON object; got {type(record).__name__}")
+    claims, chunks = record.get("claims"), record.get("chunks")
+    if not isinstance(claims, list) or not isinstance(chunks, list):
+        raise DataError(
+            f"{where} needs 'claims' and 'chunks' lists (the record of /ask, ask --json or batch)"
+        )
+    index: dict[str, int] = {}
+    for j, c in enumerate(claims):
+        if not isinstance(c, Mapping) or not isinstance(c.get("id"), str):
+            raise DataError(f"{where}: claims[{j}] must be an object with a string 'id'")
+        index[c["id"]] = j
+    ev = torch.zeros(len(chunks), len(claims), dtype=torch.float64)
+    for t, ch in enumerate(chunks):
+        cev = ch.get("evidence") if isinstance(ch, Mapping) else None
+        if not isinstance(cev, Mapping):
+            raise DataError(
+                f"{where}: chunks[{t}] has no 'evidence' object to re-fuse (a baseline's record?)"
+            )
+        for cid, value in cev.items():
+            if cid not in index:
+                raise DataError(
+                    f"{where}: chunks[{t}] ({ch.get('chunk_id')!r}) has evidence for claim {cid!r}, which the "
+                    "record's claims do not list"
+                )
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise DataError(
+                    f"{where}: chunks[{t}].evidence[{cid!r}] = {value!r} is not a finite number >= 0"
+                )
+            ev[t, index[cid]] = float(value)
+    return ev
+
+
+def refuse_record(
+    record: AnswerRecord | Mapping[str, Any], fusion: FusionConfig, calibration=None
+) -> AnswerRecord:
+    """Fuse and route an answer record's per-chunk evidence again under ``fusion`` — no model call.
+
+    The record's claims, chunk decisions and evidence (:func:`record_evidence`: the evaluator's evidence,
+    before any calibration) are fused and routed as :func:`build_answer_record` does — after the
+    calibration's evidence transform when ``calibration`` is given, as the pipeline does — and the route's
+    template writes the response (as ``sweep`` does; the record's ``generation`` block is dropped). The
+    retrieval block, ``k``, pass counts, evaluator timings and the calibration block are kept.
+
+    Args:
+        record: An answer record (typed, or its JSON form).
+        fusion: The fusion settings to re-fuse with.
+        calibration: The calibration the record was answered with
+            (:class:`~training.calibration.Calibration`: its ``apply_to_evidence`` and
+            ``calibrated_confidence``); ``None``: the evidence is fused as recorded and
+            ``calibrated_confidence`` is left out.
+
+    Raises:
+        DataError: The record is not an EvidentialRAG answer record (see :func:`record_evidence`).
+    """
+    data = record.to_dict() if isinstance(record, AnswerRecord) else record
+    evidence = record_evidence(data)
+    if calibration is not None:
+        evidence = calibration.apply_to_evidence(evidence)
+    try:
+        rec = AnswerRecord.from_dict(data)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DataError(f"answer record is incomplete or malformed ({type(exc).__name__}: {exc})") from None
+    result = EvaluationResult(
+        query=rec.question,
+        chunks=[Chunk(d.chunk_id, "", d.source, d.rank) for d in rec.chunks],
+        decisions=[
+            ChunkEvidence(
+                chunk_id=d.chunk_id,
+                claim=d.claim,
+                answer=d.answer,
+                stance=d.stance,
+                rationale=d.rationale,
+                evidence=dict(d.evidence),
+                valid=d.valid,
+                repaired=d.repaired,
+                errors=list(d.errors),
+                grounded=d.grounded,
+                grounding_notes=list(d.grounding_notes),
+            )
+            for d in rec.chunks
+        ],
+        claims=[FrameClaim(c.id, c.text, list(c.chunk_ids), list(c.forms)) for c in rec.claims],
+        evidence=evidence,
+        logical_decisions=len(rec.chunks),
+        batched_passes=rec.evaluator_passes or 0,
+        counts=dict(rec.output_counts),
+        timings={k: v for k, v in rec.timings.items() if k not in ("fuse_route", "generate")},
+        evaluator=rec.evaluator,
+        meta=dict(rec.evaluator_meta),
+    )
+    out = build_answer_record(result, fusion, rec.question)
+    out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes
+    out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
+    if calibration is not None:
+        out.calibrated_confidence = rounded(calibration.calibrated_confidence(out.confidence))
+        out.calibration = rec.calibration
+    return out

@@ -8,6 +8,7 @@ from inference.backends.base import (
     Generation,
     GenerationConfig,
     Prompt,
+    StreamingBackend,
     load_backend,
 )
 from inference.backends.models import PACKAGED_MODELS, ModelRef, resolve_model
@@ -19,6 +20,7 @@ __all__ = [
     "BackendConfig",
     "BackendError",
     "Generation",
+    "StreamingBackend",
     "GenerationConfig",
     "ModelRef",
     "Prompt",

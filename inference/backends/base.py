@@ -8,10 +8,16 @@ Structured output: when ``GenerationConfig.json_schema`` is set, a backend that 
 the schema does so (llama.cpp grammar, vLLM guided decoding, ...) and marks each generation
 ``constrained=True``; one that cannot returns free text (``constrained=False``) and the caller validates
 and repairs it.
+
+Streaming: a backend that can hand out text as it is decoded also has ``stream(prompt, config, cancel)``
+(:class:`StreamingBackend`: the transformers and llama.cpp backends); callers check with
+``isinstance(backend, StreamingBackend)`` and otherwise make one ``generate`` call.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,6 +34,7 @@ __all__ = [
     "Generation",
     "GenerationConfig",
     "Prompt",
+    "StreamingBackend",
     "load_backend",
     "raw_prompt_text",
 ]
@@ -205,6 +212,18 @@ class Backend(Protocol):
     def generate(self, prompts: list[Prompt], config: GenerationConfig) -> list[Generation]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class StreamingBackend(Protocol):
+    """A backend that also streams one completion: ``stream`` yields text pieces as they are decoded and
+    then the finished :class:`Generation` (whose ``text`` is the pieces joined); it counts one pass.
+    Setting ``cancel`` (or closing the iterator) stops decoding after the current token, with
+    ``finish_reason`` ``"cancelled"``. A greedy stream has the text of ``generate([prompt], config)``."""
+
+    def stream(
+        self, prompt: Prompt, config: GenerationConfig, cancel: threading.Event | None = None
+    ) -> Iterator[str | Generation]: ...
 
 
 def raw_prompt_text(prompt: Prompt) -> str:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -263,6 +264,52 @@ class LlamaCppBackend:
             token_logprobs=logprobs if config.logprobs else None,
             constrained=grammar is not None,
         )
+
+    def stream(
+        self, prompt: Prompt, config: GenerationConfig, cancel: threading.Event | None = None
+    ) -> Iterator[str | Generation]:
+        """Generate one completion for one chat prompt and yield its text as llama.cpp decodes it, then the
+        finished :class:`Generation` (one pass). Same sampling settings as :meth:`generate`, so a greedy
+        stream has the text of ``generate([prompt], config)``. Setting ``cancel`` stops after the current
+        token (``finish_reason`` ``"cancelled"``); so does closing the iterator.
+
+        Raises:
+            BackendError: The backend is closed, or llama.cpp rejects the prompt.
+        """
+        if self._llm is None:
+            raise BackendError("the llamacpp backend is closed; build a new one with load_backend(config)")
+        grammar = self._grammar(config.json_schema) if config.json_schema is not None else None
+        try:
+            chunks = self._llm.create_chat_completion(
+                messages=prompt,
+                max_tokens=config.max_tokens,
+                temperature=config.temperature,
+                top_k=0,
+                top_p=1.0,
+                min_p=0.0,
+                seed=config.seed,
+                grammar=grammar,
+                stream=True,
+            )
+            pieces: list[str] = []
+            finish = "stop"
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                piece = (choice.get("delta") or {}).get("content") or ""
+                if piece:
+                    pieces.append(piece)
+                    yield piece
+                finish = choice.get("finish_reason") or finish
+                if cancel is not None and cancel.is_set():
+                    chunks.close()
+                    finish = "cancelled"
+                    break
+        except BackendError:
+            raise
+        except Exception as exc:  # context overflow (ValueError), template errors, llama.cpp failures
+            raise BackendError(f"llama.cpp failed on the streamed prompt: {exc}") from exc
+        self.passes += 1
+        yield Generation(text="".join(pieces), finish_reason=finish, constrained=grammar is not None)
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
         """The llama.cpp grammar for ``schema`` (compiled once per distinct schema), or None if it can't be."""

@@ -10,6 +10,8 @@ are free text and the caller validates and repairs them.
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from inference.backends.base import (
@@ -105,37 +107,46 @@ class TransformersBackend:
             )
         return xgr.contrib.hf.LogitsProcessor(self._grammar_cache[key])
 
-    def generate(self, prompts: list[Prompt], config: GenerationConfig) -> list[Generation]:
-        """One batched pass over all prompts (left-padded)."""
-        import torch
-
-        if not prompts:
-            return []
+    def _encode(self, prompts: list[Prompt]) -> Any:
         texts = [
             raw_prompt_text(p)
             if self.config.raw_prompts
             else self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
             for p in prompts
         ]
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+        return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
             self.device
         )
-        constrained = config.json_schema is not None and self.supports_json_schema
+
+    def _generate_kwargs(self, config: GenerationConfig) -> dict[str, Any]:
+        """``model.generate`` keyword arguments of ``config`` (seeds torch when sampling)."""
+        import torch
+
         kwargs: dict[str, Any] = {
             "max_new_tokens": config.max_tokens,
             "do_sample": config.temperature > 0,
             "pad_token_id": self.tokenizer.pad_token_id,
-            "return_dict_in_generate": True,
-            "output_scores": config.logprobs,
         }
         if config.temperature > 0:
             kwargs["temperature"] = config.temperature
             torch.manual_seed(config.seed)
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
-        if constrained:
+        if config.json_schema is not None and self.supports_json_schema:
             # one processor per sequence: xgrammar's HF processor keeps a matcher per batch row
             kwargs["logits_processor"] = [self._logits_processor(config.json_schema)]
+        return kwargs
+
+    def generate(self, prompts: list[Prompt], config: GenerationConfig) -> list[Generation]:
+        """One batched pass over all prompts (left-padded)."""
+        import torch
+
+        if not prompts:
+            return []
+        enc = self._encode(prompts)
+        constrained = config.json_schema is not None and self.supports_json_schema
+        kwargs = self._generate_kwargs(config)
+        kwargs.update(return_dict_in_generate=True, output_scores=config.logprobs)
         with torch.inference_mode():
             out = self.model.generate(**enc, **kwargs)
         self.passes += 1
@@ -160,6 +171,70 @@ class TransformersBackend:
                 )
             )
         return gens
+
+    def stream(
+        self, prompt: Prompt, config: GenerationConfig, cancel: threading.Event | None = None
+    ) -> Iterator[str | Generation]:
+        """Generate one completion for one prompt and yield its text as it is decoded, then the finished
+        :class:`Generation` (one pass). The tokens are those of ``generate([prompt], config)``: the same
+        call, with transformers' ``TextIteratorStreamer`` reading the new tokens in this thread while
+        ``model.generate`` runs in another. Setting ``cancel`` stops generation after the current token
+        (``finish_reason`` ``"cancelled"``).
+
+        Raises:
+            BackendError: ``model.generate`` failed (the message of its exception).
+        """
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+
+        stop = cancel if cancel is not None else threading.Event()
+
+        class _Cancelled(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kw):
+                flag = stop.is_set()
+                return torch.full((input_ids.shape[0],), flag, dtype=torch.bool, device=input_ids.device)
+
+        enc = self._encode([prompt])
+        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
+        kwargs = self._generate_kwargs(config)
+        kwargs.update(streamer=streamer, stopping_criteria=StoppingCriteriaList([_Cancelled()]))
+        result: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                with torch.inference_mode():
+                    result["ids"] = self.model.generate(**enc, **kwargs)[0, enc["input_ids"].shape[1] :]
+            except Exception as exc:  # re-raised in the caller's thread
+                result["error"] = exc
+                streamer.end()
+
+        worker = threading.Thread(target=run, name="transformers-stream", daemon=True)
+        worker.start()
+        pieces, done = [], False
+        try:
+            for piece in streamer:
+                if piece:
+                    pieces.append(piece)
+                    yield piece
+            done = True
+        finally:
+            if not done:
+                stop.set()  # the consumer stopped early: let generate stop too
+            worker.join()
+        if "error" in result:
+            raise BackendError(f"transformers generation failed: {result['error']}") from result["error"]
+        self.passes += 1
+        ids = result["ids"].tolist()
+        eos = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        n = next((j for j, t in enumerate(ids) if t in eos), len(ids))
+        # an end-of-sequence token: stop; all max_tokens generated: length; otherwise cancel stopped it
+        finish = "stop" if n < len(ids) else "length" if len(ids) >= config.max_tokens else "cancelled"
+        yield Generation(
+            text="".join(pieces),
+            finish_reason=finish,
+            num_tokens=n,
+            constrained=config.json_schema is not None and self.supports_json_schema,
+        )
 
     def close(self) -> None:
         self.model = None

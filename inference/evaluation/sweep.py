@@ -45,6 +45,7 @@ import torch
 from evidential import ROUTES, FusionConfig, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
+from inference.answer import record_evidence
 from inference.evaluation.datasets import EvalInstance
 from inference.evaluation.judges import JudgeInput, build_judge
 from inference.evaluation.report.stats import (
@@ -267,17 +268,10 @@ def evidence_batch(records: Sequence[dict]) -> EvidenceBatch:
             raise DataError(
                 f"answer record {i} ({rec.get('question', '?')!r}) has no per-chunk evidence to re-fuse"
             )
-        index = {c["id"]: j for j, c in enumerate(rec["claims"])}
-        claim_mask[i, : len(index)] = True
-        for t, ch in enumerate(rec["chunks"]):
-            chunk_mask[i, t] = True
-            for cid, value in ch["evidence"].items():
-                if cid not in index:
-                    raise DataError(
-                        f"answer record {i}: chunk {ch.get('chunk_id')!r} has evidence for claim {cid!r}, "
-                        "which the record's claims do not list"
-                    )
-                ev[i, t, index[cid]] = float(value)
+        one = record_evidence(rec, f"answer record {i}")
+        ev[i, : one.shape[0], : one.shape[1]] = one
+        chunk_mask[i, : one.shape[0]] = True
+        claim_mask[i, : one.shape[1]] = True
     claims = [
         [{k2: c.get(k2) for k2 in ("id", "text", "chunk_ids", "forms")} for c in rec["claims"]]
         for rec in records

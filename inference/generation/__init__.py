@@ -16,6 +16,7 @@ from inference.generation.base import (
     presented_claims,
     ranked_claims,
     rendered_route,
+    stream_generation,
 )
 from inference.generation.config import GeneratorConfig
 from inference.generation.llm import LLMGenerator, check_output
@@ -51,6 +52,7 @@ __all__ = [
     "presented_claims",
     "ranked_claims",
     "rendered_route",
+    "stream_generation",
     "template_response",
 ]
 

@@ -9,7 +9,8 @@ backend call for the whole batch (one batched model pass).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,6 +29,7 @@ __all__ = [
     "presented_claims",
     "ranked_claims",
     "rendered_route",
+    "stream_generation",
 ]
 
 _CLAIM_KEYS = ("id", "text", "mass", "chunk_ids")
@@ -146,6 +148,27 @@ class Generator(Protocol):
     passes: int
 
     def generate_batch(self, inputs: Sequence[GenerationInput]) -> list[GenerationOutput]: ...
+
+
+def stream_generation(
+    generator: Generator, inp: GenerationInput, cancel: threading.Event | None = None
+) -> Iterator[str | GenerationOutput]:
+    """Write the answer of one input and yield its text in pieces as it is generated, then the finished
+    :class:`GenerationOutput` — the output ``generator.generate_batch([inp])`` gives.
+
+    A generator with its own ``stream(inp, cancel)`` (the LLM generator over a streaming backend) yields
+    token pieces; any other (the template) yields its whole text as one piece. The pieces join to the
+    generated text; when the LLM text falls back to the template, the final output's ``text`` is the
+    template's (``fallback`` says so) while the pieces were the LLM's.
+    """
+    stream = getattr(generator, "stream", None)
+    if callable(stream):
+        yield from stream(inp, cancel)
+        return
+    out = generator.generate_batch([inp])[0]
+    if out.text:
+        yield out.text
+    yield out
 
 
 # name -> factory(GeneratorConfig, backend: Backend | None) -> Generator

@@ -3,12 +3,20 @@ ONE batched backend call, then a post-check falls back to the template where the
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from inference.alignment import normalize_text
-from inference.backends.base import Backend, BackendError, GenerationConfig, load_backend
+from inference.backends.base import (
+    Backend,
+    BackendError,
+    Generation,
+    GenerationConfig,
+    StreamingBackend,
+    load_backend,
+)
 from inference.generation.base import (
     GENERATORS,
     GenerationInput,
@@ -138,30 +146,68 @@ class LLMGenerator:
                 f"backend {getattr(self.backend, 'name', '?')!r} returned {len(gens)} generations for "
                 f"{len(prompts)} prompts"
             )
-        outs = []
-        for inp, g in zip(inputs, gens):
-            fallback_out = self.template.render(inp)
-            text = g.text.strip()
-            reason = check_output(inp, text)
-            use_template = reason is not None and self.fallback_to_template
-            self.fallbacks += use_template
-            outs.append(
-                GenerationOutput(
-                    text=fallback_out.text if use_template else text,
-                    route=fallback_out.route,
-                    cited_chunk_ids=fallback_out.cited_chunk_ids,
-                    generator=self.name,
-                    batched_passes=1,
-                    seconds=seconds,
-                    fallback=use_template,
-                    fallback_reason=reason,
-                    raw=g.text,
-                    prompt_version=GENERATION_PROMPT_VERSION,
-                    finish_reason=g.finish_reason,
-                )
-            )
+        outs = [self._output(inp, g, seconds) for inp, g in zip(inputs, gens)]
         self.generated += len(outs)
         return outs
+
+    def _output(self, inp: GenerationInput, g: Generation, seconds: float) -> GenerationOutput:
+        """The output of one generated text: post-checked, replaced by the template's when it fails."""
+        fallback_out = self.template.render(inp)
+        text = g.text.strip()
+        reason = check_output(inp, text)
+        use_template = reason is not None and self.fallback_to_template
+        self.fallbacks += use_template
+        return GenerationOutput(
+            text=fallback_out.text if use_template else text,
+            route=fallback_out.route,
+            cited_chunk_ids=fallback_out.cited_chunk_ids,
+            generator=self.name,
+            batched_passes=1,
+            seconds=seconds,
+            fallback=use_template,
+            fallback_reason=reason,
+            raw=g.text,
+            prompt_version=GENERATION_PROMPT_VERSION,
+            finish_reason=g.finish_reason,
+        )
+
+    def stream(
+        self, inp: GenerationInput, cancel: threading.Event | None = None
+    ) -> Iterator[str | GenerationOutput]:
+        """Write one answer and yield its text in pieces as the backend decodes it, then the finished
+        :class:`GenerationOutput` (post-checked like :meth:`generate_batch`'s; one pass).
+
+        The pieces join to the stripped LLM text — leading whitespace is dropped and trailing whitespace
+        held back until more text follows — so for a greedy request they equal ``generate_batch([inp])``'s
+        ``raw.strip()``, which is its ``text`` unless the post-check fell back to the template. A backend
+        without streaming (:class:`~inference.backends.base.StreamingBackend`) answers in one piece.
+        """
+        if not isinstance(self.backend, StreamingBackend):
+            out = self.generate_batch([inp])[0]
+            if out.raw and out.raw.strip():
+                yield out.raw.strip()
+            yield out
+            return
+        prompt = build_generation_prompt(inp, self.max_chunk_chars)
+        t0 = time.perf_counter()
+        held, started, final = "", False, None
+        for item in self.backend.stream(prompt, self.generation, cancel):
+            if isinstance(item, Generation):
+                final = item
+                continue
+            if not started:
+                item = item.lstrip()
+                started = bool(item)
+            text = held + item
+            body = text.rstrip()
+            held = text[len(body) :]
+            if body:
+                yield body
+        if final is None:
+            raise BackendError(f"backend {self.backend.name!r} ended its stream without a generation")
+        self.passes += 1
+        self.generated += 1
+        yield self._output(inp, final, time.perf_counter() - t0)
 
 
 @GENERATORS.register("llm")

@@ -14,9 +14,10 @@ The answer record is :func:`inference.answer.answer_record`'s plus the generator
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -25,11 +26,15 @@ from evidential.errors import ConfigError
 from inference.answer import AnswerRecord, RetrievalInfo, RetrievedChunk, build_answer_record
 from inference.calibration import calibration_record, resolve_calibration
 from inference.evaluators import build_evaluator
+from inference.evaluators.base import EvaluationResult
 from inference.generation import (
+    GenerationInput,
+    GenerationOutput,
     attach_generation,
     build_generator,
     can_share_backend,
     generation_input_from_record,
+    stream_generation,
 )
 from inference.io import rounded
 from inference.rag.base import RAGSystem, SharedModels
@@ -46,6 +51,19 @@ __all__ = [
     "EvidentialPrompt",
     "EvidentialRAG",
 ]
+
+
+@dataclass
+class _Evidence:
+    """A batch after evaluation, fusion and routing, before generation (:meth:`EvidentialRAG._evidence`)."""
+
+    records: list[AnswerRecord]
+    results: list[EvaluationResult]
+    rows: list[list[Chunk]]
+    retrieved: set[int]
+    per_query_retrieve: float
+    inputs: list[GenerationInput]
+    include_text: bool = False
 
 
 class EvidentialRAG(RAGSystem):
@@ -192,8 +210,50 @@ class EvidentialRAG(RAGSystem):
         chunks: Sequence[Sequence[Chunk] | None] | None = None,
         candidates: Sequence[Sequence[str]] | None = None,
         fusion: FusionConfig | None = None,
+        include_text: bool = False,
     ) -> list[AnswerRecord]:
-        """:meth:`ask_batch` with typed records (:class:`~inference.answer.AnswerRecord`)."""
+        """:meth:`ask_batch` with typed records (:class:`~inference.answer.AnswerRecord`); with
+        ``include_text`` the record's ``retrieval.chunks`` also carry each chunk's ``text``."""
+        ev = self._evidence(questions, chunks, candidates, fusion, include_text)
+        outputs = self.generator.generate_batch(ev.inputs)
+        return [self._finish(ev, i, out) for i, out in enumerate(outputs)]
+
+    def answer_stream(
+        self,
+        question: str,
+        chunks: Sequence[Chunk] | None = None,
+        candidates: Sequence[str] = (),
+        fusion: FusionConfig | None = None,
+        cancel: threading.Event | None = None,
+        include_text: bool = False,
+    ) -> Iterator[tuple[str, Any]]:
+        """Answer one question in stages, for streaming: yields ``("record", AnswerRecord)`` once the
+        evidence is fused and routed (retrieval, evaluation, fusion and routing done; ``response`` empty,
+        no ``generation`` block yet), then ``("delta", str)`` for each piece of the response as the
+        generator writes it (:func:`~inference.generation.stream_generation`; the template writes its text
+        in one piece), then ``("done", AnswerRecord)``: the record :meth:`answer_records` returns for the same
+        input. Setting ``cancel`` stops the generation after the current token.
+        """
+        chunk_lists = [chunks] if chunks is not None else None
+        ev = self._evidence([question], chunk_lists, [candidates], fusion, include_text)
+        first = self._finish(ev, 0, None)
+        first.response = ""
+        yield "record", first
+        for item in stream_generation(self.generator, ev.inputs[0], cancel):
+            if isinstance(item, str):
+                yield "delta", item
+            else:
+                yield "done", self._finish(ev, 0, item)
+
+    def _evidence(
+        self,
+        questions: Sequence[str],
+        chunks: Sequence[Sequence[Chunk] | None] | None,
+        candidates: Sequence[Sequence[str]] | None,
+        fusion: FusionConfig | None,
+        include_text: bool = False,
+    ) -> _Evidence:
+        """Retrieve where no chunks are given, evaluate (one batched call), calibrate, fuse and route."""
         questions = list(questions)
         for q in questions:
             if not isinstance(q, str) or not q.strip():
@@ -222,26 +282,33 @@ class EvidentialRAG(RAGSystem):
                 rec.calibrated_confidence = rounded(cal.calibrated_confidence(rec.confidence))
                 rec.calibration = dict(self.calibration_info or {})
         inputs = [generation_input_from_record(r.to_dict(), cs) for r, cs in zip(records, rows)]
-        outputs = self.generator.generate_batch(inputs)
+        return _Evidence(records, results, rows, set(need), per_query_retrieve, inputs, include_text)
+
+    def _finish(self, ev: _Evidence, i: int, gen: GenerationOutput | None) -> AnswerRecord:
+        """Record ``i`` of ``ev`` with the generator's output ``gen`` (``None``: not generated yet), the
+        retrieval block, the timings and the pass counts."""
+        rec, res, rows = ev.records[i], ev.results[i], ev.rows[i]
+        rec = AnswerRecord.from_dict(
+            attach_generation(rec.to_dict(), gen) if gen is not None else rec.to_dict()
+        )
+        retrieved = i in ev.retrieved
         info = dict(getattr(self.retriever, "info", {}) or {}) if self.retriever is not None else {}
-        out = []
-        for i, (rec, res, gen) in enumerate(zip(records, results, outputs)):
-            rec = AnswerRecord.from_dict(attach_generation(rec.to_dict(), gen))
-            retrieved = i in need
-            rec.retrieval = RetrievalInfo(
-                retrieved=retrieved,
-                index=str(self.index) if retrieved and self.index is not None else None,
-                details=dict(info) if retrieved else {"retriever": None, "reranker": None, "reranked": False},
-                chunks=[RetrievedChunk(c.id, c.rank, c.score, c.source) for c in rows[i]],
-            )
-            rec.timings = {"retrieve": rounded(per_query_retrieve if retrieved else 0.0), **rec.timings}
-            gen_decisions = 1 if gen.batched_passes else 0
-            rec.logical_decisions = res.logical_decisions + gen_decisions
-            rec.batched_passes = res.batched_passes + gen.batched_passes
-            rec.evaluator_passes = res.batched_passes
-            rec.k = k
-            out.append(rec)
-        return out
+        rec.retrieval = RetrievalInfo(
+            retrieved=retrieved,
+            index=str(self.index) if retrieved and self.index is not None else None,
+            details=dict(info) if retrieved else {"retriever": None, "reranker": None, "reranked": False},
+            chunks=[
+                RetrievedChunk(c.id, c.rank, c.score, c.source, c.text if ev.include_text else None)
+                for c in rows
+            ],
+        )
+        rec.timings = {"retrieve": rounded(ev.per_query_retrieve if retrieved else 0.0), **rec.timings}
+        passes = gen.batched_passes if gen is not None else 0
+        rec.logical_decisions = res.logical_decisions + (1 if passes else 0)
+        rec.batched_passes = res.batched_passes + passes
+        rec.evaluator_passes = res.batched_passes
+        rec.k = self.config.k
+        return rec
 
     def with_fusion(self, **overrides: Any) -> FusionConfig:
         """The pipeline's fusion config with some fields replaced (validated)."""

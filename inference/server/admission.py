@@ -98,6 +98,15 @@ class Admission:
         Raises:
             ServerBusy: ``max_concurrency`` calls run and ``max_queue`` wait already.
         """
+        self.admit()
+        return await self.run_admitted(fn)
+
+    def admit(self) -> None:
+        """Admit one call to the queue (it counts as waiting until :meth:`run_admitted` starts it).
+
+        Raises:
+            ServerBusy: ``max_concurrency`` calls run and ``max_queue`` wait already.
+        """
         with self._lock:
             if self.running + self.waiting >= self.max_concurrency + self.max_queue:
                 self.rejected += 1
@@ -112,6 +121,9 @@ class Admission:
                 f"{self.max_queue}); retry after {retry} s",
                 retry,
             )
+
+    async def run_admitted(self, fn: Callable[[], T]) -> tuple[T, float, float]:
+        """Run ``fn()`` for a call :meth:`admit` let in, in a worker thread once a slot is free."""
         if self._limiter is None:  # created in the event loop that serves the requests
             self._limiter = anyio.CapacityLimiter(self.max_concurrency + self.max_queue)
         started = [False]

@@ -12,6 +12,20 @@ Endpoints:
   searched; chunks without ``rank`` keep their order (as ``ask --chunks``). The fusion overrides replace
   the run config's ``fusion`` fields for this request only and are validated like the config
   (``tau1 > tau2`` → 422 naming ``fusion.tau1``).
+* ``POST /ask/stream`` — the same body; a ``text/event-stream`` of server-sent events: ``record`` (the fused,
+  routed evidence record, ``response`` still empty), then ``delta`` events ``{"text": ...}`` as the
+  generator writes (the LLM generator over the transformers or llama.cpp backend streams tokens; the
+  template sends its text in one event), then ``done`` with the answer record ``/ask`` returns; a failure
+  after the first event is an ``error`` event ``{"detail", "status"}``. A client that disconnects stops
+  the generation and frees its slot.
+* ``POST /fuse`` — ``{"record": <answer record>, "lam"?, "tau1"?, "tau2"?, "rule"?, "policy"?}``: the
+  record's cached per-chunk evidence fused and routed again (:func:`inference.answer.refuse_record`; the
+  record's own fusion settings, then the overrides), answered by the route's template. No model call and
+  no queue.
+* ``POST /v1/chat/completions``, ``GET /v1/models`` — the OpenAI-compatible endpoints
+  (:mod:`inference.server.openai_api`).
+* ``GET /`` — the evidence inspector page (static files shipped in ``inference/server/inspector``); it
+  only calls the documented JSON endpoints.
 * ``GET /health`` — ``status``, the loaded models, the evaluator names a request may ask for, and the queue
   (running, waiting, limits, counters).
 * ``GET /config`` — the run config and the server settings as plain data; API keys (the server's, and any
@@ -47,31 +61,40 @@ Design choices:
 """
 
 import logging
-import threading
 import time
-from dataclasses import replace
+from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 
 import evidential
 from evidential.errors import EvidentialError
-from inference.alignment import AlignmentError
-from inference.answer import AnswerRecord
-from inference.backends.base import BackendError
+from evidential.fusion import fusion_rule_names
+from inference.answer import AnswerRecord, refuse_record
 from inference.config import RunConfig, to_dict
-from inference.evaluators import EVALUATORS
 from inference.rag.evidential import EvidentialRAG
 from inference.server.admission import Admission, ServerBusy, check_concurrency
 from inference.server.config import API_KEY_ENV, ServerConfig, is_loopback
-from inference.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware
-from inference.server.schemas import request_models, to_chunks
-from inference.types import Chunk
+from inference.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware, is_openai_path, openai_error
+from inference.server.openai_api import install_openai_routes
+from inference.server.pipelines import (
+    FUSION_OVERRIDES,
+    Pipelines,
+    RequestError,
+    check_request,
+    describe,
+    request_error,
+)
+from inference.server.schemas import FuseRequest, request_models, to_chunks
+from inference.server.streaming import EventStream, sse
+from inference.types import DataError
 
 __all__ = [
     "API_KEY_ENV",
+    "INSPECTOR",
     "Admission",
     "ServerBusy",
     "ServerConfig",
@@ -82,7 +105,7 @@ __all__ = [
 ]
 
 LOG = logging.getLogger("inference.server.app")
-FUSION_OVERRIDES = ("lam", "tau1", "tau2", "rule", "policy")
+INSPECTOR = resources.files("inference.server") / "inspector"
 
 
 def _redact(data: Any) -> Any:
@@ -99,65 +122,17 @@ def public_config(config: RunConfig) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------------
-class EvaluatorUnavailable(Exception):
-    """A lazily loaded evaluator failed to load (HTTP 503)."""
-
-
-class Pipelines:
-    """The loaded pipelines by evaluator name: the configured one, plus others loaded on first use."""
-
-    def __init__(self, main: EvidentialRAG, lazy: bool):
-        self.main = main
-        self.default = main.config.evaluator.name
-        self.lazy = lazy
-        self._loaded: dict[str, EvidentialRAG] = {self.default: main}
-        self._lock = threading.Lock()
-
-    @property
-    def available(self) -> list[str]:
-        """Evaluator names a request may ask for."""
-        return list(EVALUATORS.names()) if self.lazy else [self.default]
-
-    @property
-    def loaded(self) -> dict[str, EvidentialRAG]:
-        return dict(self._loaded)
-
-    def get(self, name: str) -> EvidentialRAG:
-        """The pipeline of evaluator ``name``, loading it (once, under a lock) when it is not loaded yet."""
-        pipe = self._loaded.get(name)
-        if pipe is not None:
-            return pipe
-        with self._lock:
-            pipe = self._loaded.get(name)
-            if pipe is not None:
-                return pipe
-            cfg = replace(self.main.config, evaluator=replace(self.main.config.evaluator, name=name))
-            t0 = time.perf_counter()
-            try:
-                pipe = EvidentialRAG(
-                    cfg, self.main.index, generator=self.main.generator, retriever=self.main.retriever
-                )
-            except (EvidentialError, BackendError, OSError) as exc:
-                LOG.error("evaluator %r failed to load: %s", name, exc)
-                raise EvaluatorUnavailable(f"evaluator {name!r} could not be loaded: {exc}") from exc
-            LOG.info("loaded evaluator %r in %.1f s", name, time.perf_counter() - t0)
-            self._loaded[name] = pipe
-            return pipe
-
-
-def _describe(pipe: EvidentialRAG) -> dict[str, Any]:
-    ev = pipe.config.evaluator
-    model = ev.backend.model if ev.name == "prompt" else getattr(pipe.evaluator, "checkpoint", ev.checkpoint)
-    return {"model": model, "load_s": round(pipe.timings.get("load_evaluator", 0.0), 3)}
-
-
-# ----------------------------------------------------------------------------------------------------
 def _error(status: int, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
+def _problem(err: RequestError) -> JSONResponse:
+    return _error(err.status, err.message, err.headers or None)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
-    """Pydantic validation errors → 422 with ``detail`` as a list of ``{loc, msg, type}``."""
+    """Pydantic validation errors → 422 with ``detail`` as a list of ``{loc, msg, type}`` (the OpenAI error
+    shape on ``/v1/`` paths, its message naming each field)."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -165,6 +140,12 @@ def _install_error_handlers(app: FastAPI) -> None:
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
             for e in exc.errors()
         ]
+        if is_openai_path(request.url.path):
+            text = "; ".join(
+                ".".join(str(x) for x in e["loc"][1:] or e["loc"]) + ": " + e["msg"] for e in errors
+            )
+            param = ".".join(str(x) for x in errors[0]["loc"][1:]) if errors else None
+            return openai_error(422, f"invalid request: {text}", "invalid_request", param=param or None)
         return _error(422, errors)
 
 
@@ -181,7 +162,7 @@ def _health(app: FastAPI) -> dict[str, Any]:
         "evaluator": pipelines.default,
         "evaluators": {"loaded": sorted(loaded), "available": pipelines.available},
         "models": {
-            "evaluators": {name: _describe(p) for name, p in loaded.items()},
+            "evaluators": {name: describe(p) for name, p in loaded.items()},
             "generator": {"name": gen.name, "model": gen.backend.model if gen.name == "llm" else None},
             "retriever": dict(getattr(main.retriever, "info", {}) or {})
             if main.retriever is not None
@@ -202,34 +183,15 @@ def _install_info_routes(app: FastAPI) -> None:
 
     @app.get("/config")
     async def get_config() -> dict[str, Any]:
-        """The run config and the server settings as plain data (API keys never included)."""
+        """The run config, the server settings (API keys never included) and the allowed fusion rules and
+        routing policies."""
         main = app.state.pipelines.main
         return {
             "run": public_config(app.state.config),
             "server": app.state.server.public_dict(),
             "index": str(main.index) if main.index is not None else None,
+            "choices": {"rule": fusion_rule_names(), "policy": list(evidential.ROUTING_POLICIES.names())},
         }
-
-
-def _ask_problem(pipelines: Pipelines, body: Any) -> tuple[str, Any, list[Chunk] | None] | JSONResponse:
-    """Check an ``/ask`` request before it queues: ``(evaluator name, fusion override, chunks)``, or the
-    422 response that refuses it."""
-    name = body.evaluator or pipelines.default
-    if name not in pipelines.available:
-        why = "" if pipelines.lazy else " (the server runs with --single-evaluator)"
-        return _error(422, f"evaluator must be one of {', '.join(pipelines.available)}{why}; got {name!r}")
-    overrides = {k: getattr(body, k) for k in FUSION_OVERRIDES if getattr(body, k) is not None}
-    try:
-        fusion = pipelines.main.with_fusion(**overrides) if overrides else None
-    except EvidentialError as exc:
-        return _error(422, str(exc))
-    if body.chunks is None and pipelines.main.retriever is None:
-        return _error(
-            422,
-            "no chunks given and the server has no index: pass 'chunks' in the request, or start the "
-            "server with --index DIR (built by `evidential-rag index`)",
-        )
-    return name, fusion, to_chunks(body.chunks) if body.chunks is not None else None
 
 
 async def _answer(admission: Admission, work) -> JSONResponse:
@@ -237,41 +199,105 @@ async def _answer(admission: Admission, work) -> JSONResponse:
     ``Server-Timing`` header, or the error response of what went wrong."""
     try:
         record, wait_s, run_s = await admission.run(work)
-    except ServerBusy as exc:
-        return _error(503, str(exc), {"Retry-After": str(exc.retry_after)})
-    except EvaluatorUnavailable as exc:
-        return _error(503, str(exc))
-    except (EvidentialError, AlignmentError) as exc:
-        return _error(422, str(exc))
-    except BackendError as exc:
-        LOG.error("backend error on /ask: %s", exc)
-        return _error(502, f"model backend failed: {exc}")
-    except Exception:
-        LOG.exception("unexpected error on /ask")
-        return _error(500, "internal server error (the traceback is in the server log)")
+    except Exception as exc:
+        return _problem(request_error(exc, "/ask"))
     timing = f"queue;dur={wait_s * 1000:.1f}, model;dur={run_s * 1000:.1f}"
     return JSONResponse(record.to_dict(), headers={"Server-Timing": timing})
 
 
-def _install_ask_route(app: FastAPI, AskRequest: type) -> None:
-    """``POST /ask``: validate, queue for a model slot, answer with the pipeline of the named evaluator."""
+def _install_ask_routes(app: FastAPI, AskRequest: type) -> None:
+    """``POST /ask`` and ``POST /ask/stream``: validate, queue for a model slot, answer with the pipeline of
+    the named evaluator."""
     pipelines: Pipelines = app.state.pipelines
     admission: Admission = app.state.admission
+
+    def checked(body):
+        chunks = to_chunks(body.chunks) if body.chunks is not None else None
+        overrides = {k: getattr(body, k) for k in FUSION_OVERRIDES}
+        name, fusion = check_request(pipelines, body.evaluator, overrides, chunks)
+        return name, fusion, chunks
 
     @app.post("/ask")
     async def ask(body: AskRequest) -> JSONResponse:  # type: ignore[valid-type]
         """Answer one question; returns the answer record of :meth:`EvidentialRAG.ask`."""
-        checked = _ask_problem(pipelines, body)
-        if isinstance(checked, JSONResponse):
-            return checked
-        name, fusion, chunks = checked
+        try:
+            name, fusion, chunks = checked(body)
+        except RequestError as err:
+            return _problem(err)
         question, candidates = body.question, list(body.candidates)
 
         def work() -> AnswerRecord:
             given = [chunks] if chunks is not None else None
-            return pipelines.get(name).answer_records([question], given, [candidates], fusion)[0]
+            pipe = pipelines.get(name)
+            return pipe.answer_records([question], given, [candidates], fusion, body.include_chunk_text)[0]
 
         return await _answer(admission, work)
+
+    @app.post("/ask/stream")
+    async def ask_stream(body: AskRequest):  # type: ignore[valid-type]
+        """Answer one question as server-sent events: ``record``, ``delta``..., ``done`` (or ``error``)."""
+        try:
+            name, fusion, chunks = checked(body)
+
+            def produce(cancel):
+                pipe = pipelines.get(name)
+                return pipe.answer_stream(
+                    body.question, chunks, list(body.candidates), fusion, cancel, body.include_chunk_text
+                )
+
+            stream = await EventStream.start(admission, produce)
+        except Exception as exc:
+            return _problem(request_error(exc, "/ask/stream"))
+
+        async def events():
+            kind, record = stream.first
+            yield sse(record.to_dict(), kind)
+            async for item in stream.rest():
+                if item[0] == "error":
+                    err = request_error(item[1], "/ask/stream")
+                    yield sse({"detail": err.message, "status": err.status}, "error")
+                    return
+                kind, value = item
+                yield sse({"text": value} if kind == "delta" else value.to_dict(), kind)
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+
+
+def _install_fuse_route(app: FastAPI) -> None:
+    """``POST /fuse``: re-fuse an answer record's cached evidence under other settings (no model call)."""
+    pipelines: Pipelines = app.state.pipelines
+
+    @app.post("/fuse")
+    async def refuse(body: FuseRequest) -> JSONResponse:
+        """Fuse and route a record's per-chunk evidence again (its fusion settings, then the overrides)."""
+        record = body.record
+        base = record.get("fusion") if isinstance(record.get("fusion"), dict) else {}
+        settings = {k: base[k] for k in (*FUSION_OVERRIDES, "state_ratio", "state_ratio_yes_no") if k in base}
+        settings.update({k: getattr(body, k) for k in FUSION_OVERRIDES if getattr(body, k) is not None})
+        try:
+            fusion = pipelines.main.with_fusion(**settings)
+        except (EvidentialError, TypeError) as exc:
+            return _error(422, f"invalid fusion settings: {exc}")
+        pipe = pipelines.loaded.get(record.get("evaluator") or "") or pipelines.main
+        cal = pipe.calibration if record.get("calibration") else None
+        try:
+            out = refuse_record(record, fusion, cal)
+        except DataError as exc:
+            return _error(422, str(exc))
+        return JSONResponse(out.to_dict())
+
+
+def _install_inspector(app: FastAPI) -> None:
+    """``GET /``: the inspector page; ``/inspector/*``: its script and style sheet (no CDN, works offline)."""
+
+    @app.get("/", include_in_schema=False)
+    async def inspector() -> FileResponse:
+        """The evidence inspector page."""
+        return FileResponse(str(INSPECTOR / "index.html"), media_type="text/html")
+
+    app.mount("/inspector", StaticFiles(directory=str(INSPECTOR)), name="inspector")
 
 
 def create_app(
@@ -315,6 +341,9 @@ def create_app(
         app.add_middleware(ApiKeyMiddleware, api_key=server.api_key)
     _install_error_handlers(app)
     _install_info_routes(app)
-    _, AskRequest = request_models(server)
-    _install_ask_route(app, AskRequest)
+    ChunkIn, AskRequest = request_models(server)
+    _install_ask_routes(app, AskRequest)
+    _install_fuse_route(app)
+    install_openai_routes(app, ChunkIn, server)
+    _install_inspector(app)
     return app

@@ -1,5 +1,7 @@
 """ASGI middleware of the HTTP server: the API key check (401, before the body is read) and the body size
-limit (413)."""
+limit (413); both answer in the OpenAI error shape on the OpenAI-compatible ``/v1/`` paths
+(:func:`openai_error`). The inspector page and its static files (``GET /``, ``/inspector/...``) carry no
+data and call no model: they load without a key, and the page then sends the key the user types in."""
 
 from __future__ import annotations
 
@@ -7,7 +9,49 @@ import hmac
 
 from fastapi.responses import JSONResponse
 
-__all__ = ["ApiKeyMiddleware", "BodyLimitMiddleware"]
+__all__ = ["OPENAI_ERROR_TYPES", "ApiKeyMiddleware", "BodyLimitMiddleware", "is_openai_path", "openai_error"]
+
+#: HTTP status → the OpenAI error ``type`` the OpenAI-compatible endpoints answer with.
+OPENAI_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    500: "server_error",
+    502: "server_error",
+    503: "server_error",
+}
+
+
+def is_openai_path(path: str) -> bool:
+    """Whether ``path`` is one of the OpenAI-compatible endpoints (``/v1/...``)."""
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def openai_error(
+    status: int, message: str, code: str | None = None, param: str | None = None, headers: dict | None = None
+) -> JSONResponse:
+    """An error in the OpenAI shape: ``{"error": {"message", "type", "param", "code"}}``."""
+    body = {
+        "message": message,
+        "type": OPENAI_ERROR_TYPES.get(status, "server_error"),
+        "param": param,
+        "code": code,
+    }
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _refusal(scope: dict, status: int, message: str, code: str, headers: dict | None = None) -> JSONResponse:
+    if is_openai_path(scope.get("path", "")):
+        return openai_error(status, message, code, headers=headers)
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+def _public(scope: dict) -> bool:
+    """The inspector page and its static files (no data, no model) load without a key."""
+    path = scope.get("path", "")
+    return scope.get("method") in ("GET", "HEAD") and (path == "/" or path.startswith("/inspector/"))
 
 
 def _header(scope: dict, name: bytes) -> list[bytes]:
@@ -33,13 +77,15 @@ class ApiKeyMiddleware:
         return ok
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or self._authorized(scope):
+        if scope["type"] != "http" or _public(scope) or self._authorized(scope):
             await self.app(scope, receive, send)
             return
-        response = JSONResponse(
-            {"detail": "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"},
-            status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="evidential-rag"'},
+        response = _refusal(
+            scope,
+            401,
+            "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+            "invalid_api_key",
+            {"WWW-Authenticate": 'Bearer realm="evidential-rag"'},
         )
         await response(scope, receive, send)
 
@@ -63,10 +109,12 @@ class BodyLimitMiddleware:
                 return
             received += len(msg.get("body", b""))
             more = msg.get("more_body", False)
-        response = JSONResponse(
-            {"detail": f"request body too large: the limit is {self.max_bytes} bytes (max_body_bytes)"},
-            status_code=413,
-            headers={"Connection": "close"},
+        response = _refusal(
+            scope,
+            413,
+            f"request body too large: the limit is {self.max_bytes} bytes (max_body_bytes)",
+            "request_too_large",
+            {"Connection": "close"},
         )
         await response(scope, receive, send)
 
@@ -78,7 +126,7 @@ class BodyLimitMiddleware:
             try:
                 declared = int(value)
             except ValueError:
-                await JSONResponse({"detail": "invalid Content-Length header"}, status_code=400)(
+                await _refusal(scope, 400, "invalid Content-Length header", "invalid_request")(
                     scope, receive, send
                 )
                 return

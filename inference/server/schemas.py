@@ -10,11 +10,11 @@ from inference.types import Chunk, rank_order
 if TYPE_CHECKING:
     from inference.server.config import ServerConfig
 
-__all__ = ["request_models", "to_chunks"]
+__all__ = ["FuseRequest", "request_models", "to_chunks"]
 
 
 def request_models(s: "ServerConfig") -> tuple[type[BaseModel], type[BaseModel]]:
-    """The request models, with the limits of ``s`` as field constraints."""
+    """The request models ``(ChunkIn, AskRequest)``, with the limits of ``s`` as field constraints."""
 
     class ChunkIn(BaseModel):
         """A retrieved chunk."""
@@ -51,6 +51,11 @@ def request_models(s: "ServerConfig") -> tuple[type[BaseModel], type[BaseModel]]
         tau2: float | None = Field(default=None, allow_inf_nan=False, description="fusion.tau2 override.")
         rule: str | None = Field(default=None, max_length=32, description="fusion.rule override.")
         policy: str | None = Field(default=None, max_length=32, description="fusion.policy override.")
+        include_chunk_text: bool = Field(
+            default=False,
+            description="Also return each chunk's text in the record's retrieval.chunks (the inspector page "
+            "shows retrieved chunks with it).",
+        )
 
         @field_validator("question")
         @classmethod
@@ -82,3 +87,16 @@ def request_models(s: "ServerConfig") -> tuple[type[BaseModel], type[BaseModel]]
 def to_chunks(items: list) -> list[Chunk]:
     """Request chunks → :class:`Chunk` in rank order; chunks without rank keep list order (as ``load_chunks``)."""
     return rank_order([Chunk(c.id, c.text, c.source, c.rank, c.score) for c in items])
+
+
+class FuseRequest(BaseModel):
+    """``POST /fuse``: an answer record to fuse and route again, with fusion overrides (no model call)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    record: dict = Field(description="An answer record of /ask (or of ask --json, batch, evaluate).")
+    lam: float | None = Field(default=None, allow_inf_nan=False, description="fusion.lam override.")
+    tau1: float | None = Field(default=None, allow_inf_nan=False, description="fusion.tau1 override.")
+    tau2: float | None = Field(default=None, allow_inf_nan=False, description="fusion.tau2 override.")
+    rule: str | None = Field(default=None, max_length=32, description="fusion.rule override.")
+    policy: str | None = Field(default=None, max_length=32, description="fusion.policy override.")

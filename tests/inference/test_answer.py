@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evidential import FusionConfig
-from inference.answer import AnswerRecord, answer_record
+from inference.answer import AnswerRecord, answer_record, build_answer_record, record_evidence, refuse_record
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation import generation_input_from_record, presented_claims
 from inference.ramdocs import label_evidence, load_ramdocs
-from inference.types import Chunk, ChunkEvidence
+from inference.types import Chunk, ChunkEvidence, DataError
 from training.utils.metrics import stated_claims
 
 
@@ -79,3 +84,80 @@ def test_real_records_state_every_valid_answer_and_drop_a_minority_planted_one()
     assert not set(rec["stated_claims"]) & set(crazy["wrong_answers"])
     inp = generation_input_from_record(rec)
     assert [c["text"] for c in presented_claims(inp)] == rec["stated_claims"]
+
+
+# ---------------------------------------------------------------------------------------------- refuse
+def _result_with_decisions(evidence):
+    """An evaluation whose chunk decisions carry the evidence (as evaluators record it)."""
+    k, m = len(evidence), len(evidence[0])
+    res = _result("q?", evidence, [f"claim {j}" for j in range(m)], [f"d{i}" for i in range(k)])
+    res.decisions = [
+        ChunkEvidence(
+            f"d{i}", None, None, "supports", evidence={f"a{j + 1}": float(v) for j, v in enumerate(row) if v}
+        )
+        for i, row in enumerate(evidence)
+    ]
+    return res
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 4).flatmap(
+        lambda m: st.lists(
+            st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), min_size=m, max_size=m),
+            min_size=1,
+            max_size=4,
+        )
+    ),
+    st.floats(0, 1),
+    st.floats(0, 1),
+    st.sampled_from(["lambda", "yager", "dempster", "average"]),
+    st.floats(0, 1),
+)
+def test_refusing_a_record_equals_answering_with_the_other_settings(evidence, lam0, lam1, rule, tau1):
+    """refuse_record(record(res, f0), f1) == record(res, f1) for the fused and routed parts."""
+    res = _result_with_decisions(evidence)
+    f0 = FusionConfig(lam=lam0)
+    f1 = FusionConfig(lam=lam1, rule=rule, tau1=tau1 * 0.99, tau2=max(tau1, 0.995))
+    rec = build_answer_record(res, f0)
+    out = refuse_record(rec.to_dict(), f1)
+    want = build_answer_record(res, f1)
+    for key in ("route", "answer", "stated_claims", "cited_chunk_ids", "fusion", "response"):
+        assert getattr(out, key) == getattr(want, key), key
+    for key in ("uncertainty", "ignorance", "conflict", "confidence"):
+        assert getattr(out, key) == pytest.approx(getattr(want, key), abs=1e-6), key
+    assert [c.mass for c in out.claims] == pytest.approx([c.mass for c in want.claims], abs=1e-6)
+    assert out.step_conflict == pytest.approx(want.step_conflict, abs=1e-6)
+    assert [c.to_dict() for c in out.chunks] == [c.to_dict() for c in rec.chunks]
+
+
+def test_refuse_applies_the_calibration_transform_and_refreshes_its_confidence():
+    from training.calibration.format import Calibration
+
+    evidence = [[3.0, 0.0], [0.0, 1.0], [2.0, 0.5]]
+    res = _result_with_decisions(evidence)
+    cal = Calibration("learned", scale=0.5, power=2.0, isotonic={"x": [0.0, 1.0], "y": [0.0, 0.5]})
+    calibrated = EvaluationResult(**{**res.__dict__, "evidence": cal.apply_to_evidence(res.evidence)})
+    want = build_answer_record(calibrated, FusionConfig())
+    out = refuse_record(build_answer_record(res, FusionConfig()), FusionConfig(), cal)
+    assert out.uncertainty == pytest.approx(want.uncertainty, abs=1e-6) and out.route == want.route
+    assert out.calibrated_confidence == pytest.approx(0.5 * want.confidence, abs=1e-6)
+
+
+def test_record_evidence_names_what_is_wrong():
+    rec = build_answer_record(_result_with_decisions([[1.0, 0.0]]), FusionConfig()).to_dict()
+    assert record_evidence(rec).tolist() == [[1.0, 0.0]]
+    cases = [
+        ([], "must be a JSON object"),
+        ({"question": "q"}, "'claims' and 'chunks' lists"),
+        ({**rec, "claims": [{"text": "x"}]}, "claims[0] must be an object with a string 'id'"),
+        ({**rec, "chunks": [{"chunk_id": "d0"}]}, "chunks[0] has no 'evidence'"),
+        ({**rec, "chunks": [{"chunk_id": "d0", "evidence": {"a9": 1}}]}, "claim 'a9'"),
+        ({**rec, "chunks": [{"chunk_id": "d0", "evidence": {"a1": float("nan")}}]}, "finite number >= 0"),
+        ({**rec, "chunks": [{"chunk_id": "d0", "evidence": {"a1": True}}]}, "finite number >= 0"),
+    ]
+    for bad, needle in cases:
+        with pytest.raises(DataError, match=re.escape(needle)):
+            record_evidence(bad)
+    with pytest.raises(DataError, match="incomplete or malformed"):
+        refuse_record({"claims": [], "chunks": []}, FusionConfig())

@@ -244,3 +244,28 @@ def test_context_manager_closes():
         (gen,) = b.generate([_prompt("Hi.")], GenerationConfig(max_tokens=4))
         assert gen.text
     assert b.closed
+
+
+def test_stream_yields_the_greedy_text_of_generate_then_the_generation(backend):
+    import threading
+
+    from inference.backends import Generation, StreamingBackend
+
+    assert isinstance(backend, StreamingBackend)
+    cfg = GenerationConfig(max_tokens=24)
+    want = backend.generate([_prompt("Name three colours.")], cfg)[0]
+    passes = backend.passes
+    items = list(backend.stream(_prompt("Name three colours."), cfg))
+    pieces, final = items[:-1], items[-1]
+    assert isinstance(final, Generation) and all(isinstance(p, str) and p for p in pieces)
+    assert len(pieces) > 1  # token by token, not one block
+    assert "".join(pieces) == final.text == want.text
+    assert final.finish_reason == want.finish_reason
+    assert backend.passes == passes + 1
+    # cancelling after the first piece stops decoding there
+    cancel = threading.Event()
+    got = []
+    for item in backend.stream(_prompt("Name three colours."), cfg, cancel):
+        got.append(item)
+        cancel.set()
+    assert got[-1].finish_reason == "cancelled" and len(got) == 2 and got[-1].text == got[0]

@@ -94,3 +94,34 @@ def test_raw_prompts_serve_a_base_model_without_chat_template(tiny_base_llm):
         BackendConfig(name="llamacpp", raw_prompts=True)
     with pytest.raises(ConfigError, match="raw_prompts must be true or false"):
         BackendConfig(raw_prompts="yes")
+
+
+def test_stream_yields_the_greedy_text_of_generate_then_the_generation(smollm2):
+    import threading
+
+    from inference.backends import Generation, StreamingBackend
+
+    assert isinstance(smollm2, StreamingBackend)
+    cfg = GenerationConfig(max_tokens=24)
+    prompt = chat("Name three colours.")
+    (want,) = smollm2.generate([prompt], cfg)
+    passes = smollm2.passes
+    items = list(smollm2.stream(prompt, cfg))
+    pieces, final = items[:-1], items[-1]
+    assert isinstance(final, Generation) and all(isinstance(p, str) and p for p in pieces)
+    assert len(pieces) > 1  # word by word, not one block
+    assert "".join(pieces) == final.text == want.text
+    assert (final.finish_reason, final.num_tokens) == (want.finish_reason, want.num_tokens)
+    assert smollm2.passes == passes + 1
+    # a consumer that sets cancel after the first piece stops generation early
+    cancel = threading.Event()
+    got = []
+    for item in smollm2.stream(chat("Count from one to fifty in words."), GenerationConfig(max_tokens=64), cancel):
+        got.append(item)
+        cancel.set()
+    assert got[-1].finish_reason == "cancelled" and got[-1].num_tokens < 64
+    # closing the iterator early also stops the worker thread (no generation left running)
+    it = smollm2.stream(chat("Count from one to fifty in words."), GenerationConfig(max_tokens=64))
+    next(it)
+    it.close()
+    assert not any(t.name == "transformers-stream" for t in threading.enumerate())

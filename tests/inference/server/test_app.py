@@ -1,28 +1,24 @@
 """The HTTP server end to end: a real uvicorn server on a loopback port, real HTTP requests (httpx).
 
 The pipeline is the real one — the learned evaluator on the tiny trained checkpoint (``tiny_checkpoint``)
-and the template generator — built once and handed to every app, so no test rebuilds models.
+and the template generator — built once (``rag`` in conftest.py) and handed to every app, so no test
+rebuilds models.
 """
 
 import json
-import socket
 import statistics
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict
 
 import httpx
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 import evidential
 from evidential.errors import ConfigError
 from inference.cli import app as cli_app
 from inference.config import load_config
-from inference.rag.evidential import EvidentialRAG
 from inference.ramdocs import SAMPLE_PATH
 from inference.server.app import ServerConfig, create_app, is_loopback, public_config
 from inference.types import load_chunks
@@ -33,50 +29,11 @@ KEY = "test-key-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
-def rag(tiny_checkpoint) -> EvidentialRAG:
-    cfg = load_config(
-        None,
-        [
-            "evaluator.name=learned",
-            f"evaluator.checkpoint={tiny_checkpoint}",
-            # the tiny random checkpoint's span head sits near its null score: always extract, so that
-            # every question has a frame (what these plumbing tests assume), whatever the thread count
-            "evaluator.span_null_margin=-1000",
-            "generator.name=template",
-            "evaluator.generation.max_tokens=32",  # only used if a test loads the prompt evaluator
-        ],
-    )
-    return EvidentialRAG(cfg)
-
-
-@contextmanager
-def serving(app):
-    """Run ``app`` with uvicorn in a background thread on a free loopback port; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        sock.close()
-
-
-@pytest.fixture(scope="module")
-def main_server(rag):
+def main_server(rag, serve):
     app = create_app(
         rag.config, ServerConfig(max_concurrency=2, max_queue=64, max_body_bytes=64_000), pipeline=rag
     )
-    with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         yield client, app
 
 
@@ -274,10 +231,10 @@ def test_50_concurrent_requests(main_server):
     )
 
 
-def test_full_queue_is_503_with_retry_after(rag):
+def test_full_queue_is_503_with_retry_after(rag, serve):
     app = create_app(rag.config, ServerConfig(max_concurrency=1, max_queue=1), pipeline=rag)
     admission = app.state.admission
-    with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         with ThreadPoolExecutor(1) as pool:
             with admission.reserve():  # the only model slot is busy
                 queued = pool.submit(_ask, client)
@@ -295,11 +252,11 @@ def test_full_queue_is_503_with_retry_after(rag):
         assert _ask(client).status_code == 200
 
 
-def test_api_key(rag):
+def test_api_key(rag, serve):
     app = create_app(
         rag.config, ServerConfig(api_key=KEY, lazy_evaluators=False, max_body_bytes=2048), pipeline=rag
     )
-    with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         for headers in (
             {},
             {"Authorization": "Bearer wrong"},
