@@ -22,7 +22,6 @@ clients and chat UIs can use an EvidentialRAG server as if it were a model.
   ``/ask`` (401, 413, 422, 502, 503 with ``Retry-After``).
 """
 
-
 import time
 import uuid
 from typing import Annotated, Any, Literal

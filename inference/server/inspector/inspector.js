@@ -21,6 +21,7 @@ function el(tag, attrs = {}, ...children) {
 }
 
 const fmt = (x, d = 4) => (typeof x === "number" && isFinite(x) ? x.toFixed(d) : "–");
+const num = (x) => (typeof x === "number" && isFinite(x) ? String(Number(x.toFixed(4))) : "–");
 
 function showError(message) {
   const box = $("#error");
@@ -168,9 +169,9 @@ function routeWhy(rec) {
   const f = rec.fusion, u = rec.uncertainty;
   if (!f) return "";
   if (f.policy === "direct") return `policy direct: always the direct answer (U = ${fmt(u)})`;
-  if (u < f.tau1) return `U = ${fmt(u)} < τ1 = ${f.tau1}`;
-  if (u >= f.tau2) return `U = ${fmt(u)} ≥ τ2 = ${f.tau2}`;
-  return `τ1 = ${f.tau1} ≤ U = ${fmt(u)} < τ2 = ${f.tau2}` + (f.policy === "decomposed" ? " (decomposed: conflict vs ignorance decides)" : "");
+  if (u < f.tau1) return `U = ${fmt(u)} < τ1 = ${num(f.tau1)}`;
+  if (u >= f.tau2) return `U = ${fmt(u)} ≥ τ2 = ${num(f.tau2)}`;
+  return `τ1 = ${num(f.tau1)} ≤ U = ${fmt(u)} < τ2 = ${num(f.tau2)}` + (f.policy === "decomposed" ? " (decomposed: conflict vs ignorance decides)" : "");
 }
 
 function render(rec, refused) {
@@ -180,7 +181,7 @@ function render(rec, refused) {
   route.textContent = rec.route;
   route.className = `route ${rec.route}`;
   route.dataset.route = rec.route;
-  $("#route-why").textContent = `${routeWhy(rec)} · ${rec.fusion ? `${rec.fusion.rule}, λ = ${rec.fusion.lam}, policy ${rec.fusion.policy}` : ""}`;
+  $("#route-why").textContent = `${routeWhy(rec)} · ${rec.fusion ? `${rec.fusion.rule}, λ = ${num(rec.fusion.lam)}, policy ${rec.fusion.policy}` : ""}`;
   $("#refused-note").hidden = !refused;
 
   const cited = new Set(rec.cited_chunk_ids || []);
@@ -231,7 +232,7 @@ function render(rec, refused) {
         el("b", { text: `#${d.rank ?? "?"} ${d.chunk_id}` }), ` · ${d.source || "no source"} · claim `,
         el("b", { text: d.claim ?? "none" }), " · ",
         el("span", { class: `stance-${d.stance}`, text: d.stance }),
-        d.grounded === false ? el("span", { class: "bad", text: " · ungrounded evidence dropped" }) : "",
+        d.grounded === false ? el("span", { class: "muted", text: " · grounding dropped evidence for claims the chunk does not state" }) : "",
         d.valid ? "" : el("span", { class: "bad", text: d.repaired ? " · repaired output" : " · invalid output" })),
       text !== undefined ? el("div", { class: "text", text }) : el("div", { class: "muted", text: "(chunk text not in this record)" }),
       ev.length ? el("div", { class: "ev" }, ...ev.flatMap(([cid, v]) => [

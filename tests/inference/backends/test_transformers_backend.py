@@ -116,7 +116,9 @@ def test_stream_yields_the_greedy_text_of_generate_then_the_generation(smollm2):
     # a consumer that sets cancel after the first piece stops generation early
     cancel = threading.Event()
     got = []
-    for item in smollm2.stream(chat("Count from one to fifty in words."), GenerationConfig(max_tokens=64), cancel):
+    for item in smollm2.stream(
+        chat("Count from one to fifty in words."), GenerationConfig(max_tokens=64), cancel
+    ):
         got.append(item)
         cancel.set()
     assert got[-1].finish_reason == "cancelled" and got[-1].num_tokens < 64
