@@ -101,7 +101,8 @@ def serve_cmd(
         return
     err.print(
         f"serving evidential-rag on http://{host}:{port} (evaluator {cfg.evaluator.name}, generator "
-        f"{cfg.generator.name}, index {index or 'none'}, API key {'on' if settings.api_key else 'off'})",
+        f"{cfg.generator.name}, index {index or 'none'}, API key {'on' if settings.api_key else 'off'}); "
+        f"inspector page http://{host}:{port}/, OpenAI-compatible base URL http://{host}:{port}/v1",
         highlight=False,
     )
     uvicorn.run(server_app, host=host, port=port, log_level=log_level, server_header=False, workers=1)

@@ -105,3 +105,51 @@ def test_llm_generator_one_batched_pass_on_real_records(smollm2, real_inputs):
         assert full["generation"]["fallback"] == o.fallback and full["timings"]["generate"] > 0
     # whether it came from the LLM (post-checked) or the template, the direct answer states the claim
     assert "boston" in outs[0].text.lower()
+
+
+class _NoStreaming:
+    """The packaged model behind a backend that only has ``generate`` (as vLLM and the OpenAI-compatible
+    HTTP backend do)."""
+
+    name, supports_json_schema = "generate-only", False
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @property
+    def passes(self):
+        return self.inner.passes
+
+    def generate(self, prompts, config):
+        return self.inner.generate(prompts, config)
+
+    def close(self):
+        pass
+
+
+def test_stream_pieces_join_to_the_batched_answer_on_real_records(smollm2, real_inputs):
+    from inference.generation import GenerationOutput, TemplateGenerator, stream_generation
+
+    _, inputs = real_inputs
+    cfg = GenerationConfig(max_tokens=24)
+    gen = LLMGenerator(smollm2, cfg, max_chunk_chars=200)
+    for inp in inputs:
+        (want,) = gen.generate_batch([inp])
+        items = list(stream_generation(gen, inp))
+        pieces, out = items[:-1], items[-1]
+        assert isinstance(out, GenerationOutput) and all(isinstance(p, str) and p for p in pieces)
+        assert "".join(pieces) == want.raw.strip() == out.raw.strip()
+        assert (out.text, out.fallback, out.fallback_reason, out.route, out.cited_chunk_ids) == (
+            want.text,
+            want.fallback,
+            want.fallback_reason,
+            want.route,
+            want.cited_chunk_ids,
+        )
+        assert out.batched_passes == 1 and out.generator == "llm"
+    # a backend without streaming answers in one piece; the template too
+    one = LLMGenerator(_NoStreaming(smollm2), cfg, max_chunk_chars=200)
+    items = list(stream_generation(one, inputs[0]))
+    assert len(items) == 2 and items[0] == items[1].raw.strip()
+    items = list(stream_generation(TemplateGenerator(), inputs[1]))
+    assert len(items) == 2 and items[0] == items[1].text and items[1].generator == "template"
