@@ -205,3 +205,33 @@ def test_the_page_browses_a_jsonl_of_answer_records(site, browser, tmp_path):
     rows_shown[0].click()
     _wait_render(browser, before)
     assert _shown(browser)["route"] == right["route"]
+
+
+def test_the_page_asks_against_the_servers_index(rag, ramdocs_index, ramdocs_records, serve, browser):
+    from inference.rag.evidential import EvidentialRAG
+
+    path, _, _ = ramdocs_index
+    indexed = EvidentialRAG(rag.config, path, evaluator=rag.evaluator, generator=rag.generator)
+    app = create_app(indexed.config, ServerConfig(), pipeline=indexed)
+    question = ramdocs_records[0]["question"]
+    with serve(app) as url:
+        browser.get(url + "/")
+        WebDriverWait(browser, 30).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready")
+        )
+        assert "index" in browser.find_element(By.ID, "server-status").text
+        browser.find_element(By.ID, "question").send_keys(question)
+        before = _renders(browser)
+        browser.find_element(By.ID, "ask-button").click()  # no chunks pasted: the server retrieves
+        _wait_render(browser, before)
+        rec = httpx.post(
+            f"{url}/ask", json={"question": question, "include_chunk_text": True}, timeout=60
+        ).json()
+        assert rec["retrieval"]["retrieved"] and len(rec["retrieval"]["chunks"]) == indexed.config.k
+        shown = _shown(browser)
+        assert shown["cards"] == [c["id"] for c in rec["retrieval"]["chunks"]]
+        assert shown["route"] == rec["route"] and shown["claims"] == {
+            c["text"]: c["mass"] for c in rec["claims"]
+        }
+        texts = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#chunk-list .chunk .text")]
+        assert [t[:30] for t in texts] == [c["text"][:30] for c in rec["retrieval"]["chunks"]]
