@@ -55,6 +55,8 @@ def serve_cmd(
     allow_remote: Annotated[bool, typer.Option("--allow-remote", help=_H["allow_remote"])] = False,
     max_concurrency: Annotated[int, typer.Option(help=_H["max_concurrency"])] = _D.max_concurrency,
     max_queue: Annotated[int, typer.Option(help=_H["max_queue"])] = _D.max_queue,
+    max_batch_size: Annotated[int, typer.Option(help=_H["max_batch_size"])] = _D.max_batch_size,
+    batch_wait_ms: Annotated[float, typer.Option(help=_H["batch_wait_ms"])] = _D.batch_wait_ms,
     max_body_bytes: Annotated[int, typer.Option(help=_H["max_body_bytes"])] = _D.max_body_bytes,
     max_chunks: Annotated[int, typer.Option(help=_H["max_chunks"])] = _D.max_chunks,
     max_question_chars: Annotated[int, typer.Option(help=_H["max_question_chars"])] = _D.max_question_chars,
@@ -63,7 +65,8 @@ def serve_cmd(
     ] = _D.lazy_evaluators,
     log_level: Annotated[str, typer.Option(help=f"uvicorn log level: {', '.join(LOG_LEVELS)}.")] = "info",
 ) -> None:
-    """Serve the pipeline over HTTP: POST /ask, GET /health, GET /config (FastAPI + uvicorn).
+    """Serve the pipeline over HTTP (FastAPI + uvicorn): the inspector page at /, POST /ask, /ask/stream,
+    /fuse, the OpenAI-compatible /v1/chat/completions and /v1/models, GET /health, GET /config.
 
     The models load once, before the server binds. Loopback only unless an API key is set (or
     --allow-remote). Exit codes: 0 stopped, 2 bad config or settings, or models that cannot load.
@@ -83,6 +86,8 @@ def serve_cmd(
             allow_remote=allow_remote,
             max_concurrency=max_concurrency,
             max_queue=max_queue,
+            max_batch_size=max_batch_size,
+            batch_wait_ms=batch_wait_ms,
             max_body_bytes=max_body_bytes,
             max_chunks=max_chunks,
             max_question_chars=max_question_chars,

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 
 from evidential.errors import ConfigError
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["Admission", "ServerBusy", "check_concurrency"]
 
 T = TypeVar("T")
+B = TypeVar("B")
 
 
 def _uses_llamacpp(config: RunConfig, other_evaluators: bool) -> bool:
@@ -54,9 +56,11 @@ class ServerBusy(Exception):
 class Admission:
     """Bounded concurrency with a bounded queue, shared by the event loop and the worker threads.
 
-    At most ``max_concurrency`` calls run at once, each in a worker thread holding a slot; at most
-    ``max_queue`` admitted calls wait for a slot; :meth:`run` refuses any further call at once with
-    :class:`ServerBusy`. Counters are guarded by a lock, so :meth:`stats` is consistent from any thread.
+    At most ``max_concurrency`` slots are busy at once, each held by a worker thread that serves one call
+    (:meth:`run`) or a batch of admitted calls (:meth:`run_batch`); at most ``max_queue`` admitted calls
+    wait beyond the free slots; :meth:`admit` refuses any further call at once with :class:`ServerBusy`.
+    ``running`` counts calls being served (a batch counts each of its calls), ``busy`` the slots held.
+    Counters are guarded by a lock, so :meth:`stats` is consistent from any thread.
     """
 
     def __init__(self, max_concurrency: int, max_queue: int):
@@ -67,10 +71,13 @@ class Admission:
         self._limiter: anyio.CapacityLimiter | None = None
         self.running = 0
         self.waiting = 0
+        self.busy = 0
         self.peak_running = 0
+        self.peak_busy = 0
         self.completed = 0
         self.rejected = 0
-        self._service_s = 1.0  # moving average of the model time, for Retry-After
+        self.batches = 0
+        self._service_s = 1.0  # moving average of the model time per call, for Retry-After
 
     def retry_after(self) -> int:
         """Seconds after which a slot is likely free: the queue ahead times the recent service time."""
@@ -85,11 +92,14 @@ class Admission:
             return {
                 "running": self.running,
                 "waiting": self.waiting,
+                "busy_slots": self.busy,
                 "max_concurrency": self.max_concurrency,
                 "max_queue": self.max_queue,
                 "peak_running": self.peak_running,
+                "peak_busy_slots": self.peak_busy,
                 "completed": self.completed,
                 "rejected": self.rejected,
+                "batches": self.batches,
             }
 
     async def run(self, fn: Callable[[], T]) -> tuple[T, float, float]:
@@ -108,7 +118,7 @@ class Admission:
             ServerBusy: ``max_concurrency`` calls run and ``max_queue`` wait already.
         """
         with self._lock:
-            if self.running + self.waiting >= self.max_concurrency + self.max_queue:
+            if self.waiting >= self.max_queue + self.max_concurrency - self.busy:
                 self.rejected += 1
                 busy = (self.running, self.waiting)
             else:
@@ -135,21 +145,66 @@ class Admission:
                 with self._lock:
                     self.waiting -= 1
 
+    def withdraw(self) -> None:
+        """Give up an admitted call that never ran (its client left while it waited for a batch)."""
+        with self._lock:
+            self.waiting -= 1
+
+    def _started(self, n: int) -> None:
+        with self._lock:
+            self.waiting -= n
+            self.running += n
+            self.busy += 1
+            self.batches += n > 0
+            self.peak_running = max(self.peak_running, self.running)
+            self.peak_busy = max(self.peak_busy, self.busy)
+
+    def _finished(self, n: int, seconds: float) -> None:
+        with self._lock:
+            self.running -= n
+            self.busy -= 1
+            self.completed += n
+            if n:
+                self._service_s = 0.8 * self._service_s + 0.2 * seconds / n
+
     def _call(self, fn: Callable[[], T], t0: float, started: list[bool]) -> tuple[T, float, float]:
         self._slots.acquire()
-        with self._lock:
-            started[0] = True
-            self.waiting -= 1
-            self.running += 1
-            self.peak_running = max(self.peak_running, self.running)
+        started[0] = True
+        self._started(1)
         t1 = time.perf_counter()
         try:
             return fn(), t1 - t0, time.perf_counter() - t1
         finally:
-            with self._lock:
-                self.running -= 1
-                self.completed += 1
-                self._service_s = 0.8 * self._service_s + 0.2 * (time.perf_counter() - t1)
+            self._finished(1, time.perf_counter() - t1)
+            self._slots.release()
+
+    async def run_batch(
+        self, take: Callable[[], list[B]], fn: Callable[[list[B]], T]
+    ) -> tuple[list[B], T | None, float, float]:
+        """Serve a batch of admitted calls in one worker thread holding one slot.
+
+        Once a slot is free, ``take()`` runs in the event loop and returns the calls to serve together
+        (those that were admitted and waited meanwhile: every one of them was counted by :meth:`admit`);
+        then ``fn(batch)`` runs in the thread. Returns ``(batch, fn's result, start time, run seconds)``;
+        an empty batch runs nothing (result ``None``).
+        """
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.max_concurrency + self.max_queue)
+        return await anyio.to_thread.run_sync(self._call_batch, take, fn, limiter=self._limiter)
+
+    def _call_batch(
+        self, take: Callable[[], list[B]], fn: Callable[[list[B]], T]
+    ) -> tuple[list[B], T | None, float, float]:
+        self._slots.acquire()
+        try:
+            batch = anyio.from_thread.run_sync(take)
+            self._started(len(batch))
+            t1 = time.perf_counter()
+            try:
+                return batch, (fn(batch) if batch else None), t1, time.perf_counter() - t1
+            finally:
+                self._finished(len(batch), time.perf_counter() - t1)
+        finally:
             self._slots.release()
 
     @contextmanager
@@ -161,9 +216,11 @@ class Admission:
         self._slots.acquire()
         with self._lock:
             self.running += 1
+            self.busy += 1
         try:
             yield
         finally:
             with self._lock:
                 self.running -= 1
+                self.busy -= 1
             self._slots.release()

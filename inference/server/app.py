@@ -55,13 +55,18 @@ Design choices:
   encoders (learned evaluator), the transformers backend and the template generator tolerate concurrent
   calls (the tests run 2), the llama.cpp backend does not, so ``max_concurrency > 1`` is refused when a
   llama.cpp model is in use. Each evaluator already batches the ``k`` chunks of a request into one pass.
+* **Micro-batching** (:class:`~inference.server.batching.MicroBatcher`, ``max_batch_size``; off by default):
+  ``/ask`` and non-streamed chat requests that wait while the model is busy are answered together in one
+  pipeline call; streams run one at a time.
 * **Safe by default**: the server binds to loopback (``127.0.0.1``); any other host is refused unless an
   API key is set or ``allow_remote`` says the network in front is trusted. With a key, every endpoint
-  requires ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (compared with :func:`hmac.compare_digest`).
+  requires ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (compared with :func:`hmac.compare_digest`),
+  except the inspector page and its static files, which hold no data and call no model.
 """
 
 import logging
 import time
+from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
@@ -73,17 +78,20 @@ from fastapi.staticfiles import StaticFiles
 import evidential
 from evidential.errors import EvidentialError
 from evidential.fusion import fusion_rule_names
-from inference.answer import AnswerRecord, refuse_record
+from inference.answer import refuse_record
 from inference.config import RunConfig, to_dict
 from inference.rag.evidential import EvidentialRAG
 from inference.server.admission import Admission, ServerBusy, check_concurrency
+from inference.server.batching import MicroBatcher
 from inference.server.config import API_KEY_ENV, ServerConfig, is_loopback
 from inference.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware, is_openai_path, openai_error
 from inference.server.openai_api import install_openai_routes
 from inference.server.pipelines import (
     FUSION_OVERRIDES,
+    AskJob,
     Pipelines,
     RequestError,
+    answer_jobs,
     check_request,
     describe,
     request_error,
@@ -194,11 +202,11 @@ def _install_info_routes(app: FastAPI) -> None:
         }
 
 
-async def _answer(admission: Admission, work) -> JSONResponse:
-    """Run ``work`` (→ :class:`~inference.answer.AnswerRecord`) under admission control; the record with a
-    ``Server-Timing`` header, or the error response of what went wrong."""
+async def _answer(batcher: MicroBatcher, request: AskJob) -> JSONResponse:
+    """Answer ``request`` in a micro-batch; the record with a ``Server-Timing`` header (queue wait, model
+    time of its batch), or the error response of what went wrong."""
     try:
-        record, wait_s, run_s = await admission.run(work)
+        record, wait_s, run_s = await batcher.submit(request.key, request)
     except Exception as exc:
         return _problem(request_error(exc, "/ask"))
     timing = f"queue;dur={wait_s * 1000:.1f}, model;dur={run_s * 1000:.1f}"
@@ -224,14 +232,8 @@ def _install_ask_routes(app: FastAPI, AskRequest: type) -> None:
             name, fusion, chunks = checked(body)
         except RequestError as err:
             return _problem(err)
-        question, candidates = body.question, list(body.candidates)
-
-        def work() -> AnswerRecord:
-            given = [chunks] if chunks is not None else None
-            pipe = pipelines.get(name)
-            return pipe.answer_records([question], given, [candidates], fusion, body.include_chunk_text)[0]
-
-        return await _answer(admission, work)
+        job = AskJob(name, body.question, chunks, list(body.candidates), fusion, body.include_chunk_text)
+        return await _answer(app.state.batcher, job)
 
     @app.post("/ask/stream")
     async def ask_stream(body: AskRequest):  # type: ignore[valid-type]
@@ -325,7 +327,14 @@ def create_app(
     server = server if server is not None else ServerConfig()
     check_concurrency(config, server)
     main = pipeline if pipeline is not None else EvidentialRAG(config, index)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        await app.state.batcher.aclose()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="EvidentialRAG",
         version=evidential.__version__,
         description="Conflict-aware RAG: evidential opinions, conflict-preserving fusion, uncertainty routing.",
@@ -334,6 +343,12 @@ def create_app(
     app.state.server = server
     app.state.admission = Admission(server.max_concurrency, server.max_queue)
     app.state.pipelines = Pipelines(main, server.lazy_evaluators)
+    app.state.batcher = MicroBatcher(
+        app.state.admission,
+        lambda key, jobs: answer_jobs(app.state.pipelines, jobs),
+        server.max_batch_size,
+        server.batch_wait_ms / 1000,
+    )
     app.state.started = time.time()
     # outermost first at request time: API key (before reading the body), then the body limit
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)

@@ -66,6 +66,24 @@ class ServerConfig:
             "note": "each waiting request holds a thread",
         },
     )
+    max_batch_size: int = field(
+        default=1,
+        metadata={
+            "help": "Most /ask (and non-streamed chat) requests one pipeline call answers: requests that wait "
+            "while the model is busy are gathered into one batched call. 1 (the default) answers each request "
+            "alone, so a record never depends on what else was in flight; raise it on a GPU, where a batched "
+            "pass costs little more than one (on 2 CPU cores it measured no faster: docs/results.md).",
+            "range": (1, 1024),
+        },
+    )
+    batch_wait_ms: float = field(
+        default=0.0,
+        metadata={
+            "help": "Milliseconds an idle model slot waits for more requests before answering a batch "
+            "(0: answer at once; requests that arrive while it is busy are batched anyway).",
+            "range": (0.0, 10_000.0),
+        },
+    )
     max_body_bytes: int = field(
         default=1_048_576,
         metadata={"help": "Largest request body in bytes (413 beyond).", "range": (1024, None)},

@@ -34,7 +34,14 @@ from inference.answer import AnswerRecord
 from inference.server.admission import Admission
 from inference.server.config import ServerConfig
 from inference.server.middleware import openai_error
-from inference.server.pipelines import FUSION_OVERRIDES, Pipelines, RequestError, check_request, request_error
+from inference.server.pipelines import (
+    FUSION_OVERRIDES,
+    AskJob,
+    Pipelines,
+    RequestError,
+    check_request,
+    request_error,
+)
 from inference.server.schemas import to_chunks
 from inference.server.streaming import EventStream, sse
 
@@ -173,13 +180,9 @@ def install_openai_routes(app: FastAPI, ChunkIn: type, server: ServerConfig) -> 
             return {"id": cid, "object": obj, "created": created, "model": body.model}
 
         if not body.stream:
-
-            def work() -> AnswerRecord:
-                given = [chunks] if chunks is not None else None
-                return pipelines.get(name).answer_records([question], given, [candidates], fusion)[0]
-
+            job = AskJob(name, question, chunks, candidates, fusion)
             try:
-                record, _, _ = await admission.run(work)
+                record, _, _ = await app.state.batcher.submit(job.key, job)
             except Exception as exc:
                 return _openai_problem(request_error(exc, "/v1/chat/completions"))
             message = {"role": "assistant", "content": record.response}

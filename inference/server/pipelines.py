@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from evidential import FusionConfig
 from evidential.errors import EvidentialError
 from inference.alignment import AlignmentError
+from inference.answer import AnswerRecord
 from inference.backends.base import BackendError
 from inference.evaluators import EVALUATORS
 from inference.rag.evidential import EvidentialRAG
@@ -21,9 +23,11 @@ from inference.types import Chunk
 
 __all__ = [
     "FUSION_OVERRIDES",
+    "AskJob",
     "EvaluatorUnavailable",
     "Pipelines",
     "RequestError",
+    "answer_jobs",
     "check_request",
     "describe",
     "request_error",
@@ -153,3 +157,35 @@ def check_request(
             code="no_chunks",
         )
     return name, fusion
+
+
+@dataclass(eq=False)
+class AskJob:
+    """One checked question waiting to be answered (``/ask``, non-streamed chat): the micro-batcher
+    answers jobs with the same :attr:`key` in one pipeline call (:func:`answer_jobs`)."""
+
+    evaluator: str
+    question: str
+    chunks: list[Chunk] | None
+    candidates: list[str]
+    fusion: FusionConfig | None
+    include_text: bool = False
+
+    @property
+    def key(self) -> tuple:
+        """Jobs that can share one call: the same evaluator, fusion settings and ``include_text``."""
+        fusion = None if self.fusion is None else tuple(sorted(asdict(self.fusion).items()))
+        return self.evaluator, fusion, self.include_text
+
+
+def answer_jobs(pipelines: Pipelines, jobs: Sequence[AskJob]) -> list[AnswerRecord]:
+    """Answer jobs that share one :attr:`AskJob.key` with ONE ``answer_records`` call (one batched evaluator
+    pass, one batched generator pass); one record per job, in order."""
+    first = jobs[0]
+    return pipelines.get(first.evaluator).answer_records(
+        [j.question for j in jobs],
+        [j.chunks for j in jobs],
+        [j.candidates for j in jobs],
+        first.fusion,
+        first.include_text,
+    )

@@ -221,8 +221,8 @@ def test_50_concurrent_requests(main_server):
             baseline["claims"],
         )
     stats = app.state.admission.stats()
-    assert stats["completed"] - before == 50 and stats["peak_running"] <= 2 and stats["rejected"] == 0
-    assert stats["running"] == 0 and stats["waiting"] == 0
+    assert stats["completed"] - before == 50 and stats["peak_busy_slots"] <= 2 and stats["rejected"] == 0
+    assert stats["running"] == 0 and stats["waiting"] == 0 and stats["busy_slots"] == 0
     lat = sorted(s for _, s in results)
     print(
         f"\nserial /ask p50 {statistics.median(serial) * 1000:.0f} ms; "
