@@ -57,6 +57,9 @@ def serve_cmd(
     max_queue: Annotated[int, typer.Option(help=_H["max_queue"])] = _D.max_queue,
     max_batch_size: Annotated[int, typer.Option(help=_H["max_batch_size"])] = _D.max_batch_size,
     batch_wait_ms: Annotated[float, typer.Option(help=_H["batch_wait_ms"])] = _D.batch_wait_ms,
+    queue_timeout_s: Annotated[
+        float | None, typer.Option(help=_H["queue_timeout_s"], show_default=False)
+    ] = _D.queue_timeout_s,
     max_body_bytes: Annotated[int, typer.Option(help=_H["max_body_bytes"])] = _D.max_body_bytes,
     max_chunks: Annotated[int, typer.Option(help=_H["max_chunks"])] = _D.max_chunks,
     max_question_chars: Annotated[int, typer.Option(help=_H["max_question_chars"])] = _D.max_question_chars,
@@ -66,10 +69,12 @@ def serve_cmd(
     log_level: Annotated[str, typer.Option(help=f"uvicorn log level: {', '.join(LOG_LEVELS)}.")] = "info",
 ) -> None:
     """Serve the pipeline over HTTP (FastAPI + uvicorn): the inspector page at /, POST /ask, /ask/stream,
-    /fuse, the OpenAI-compatible /v1/chat/completions and /v1/models, GET /health, GET /config.
+        /fuse, the OpenAI-compatible /v1/chat/completions and /v1/models, GET /health, GET /config.
 
-    The models load once, before the server binds. Loopback only unless an API key is set (or
-    --allow-remote). Exit codes: 0 stopped, 2 bad config or settings, or models that cannot load.
+        The models load once, before the server binds. Loopback only unless an API key is set (or
+        --allow-remote). SIGTERM or Ctrl-C stops admitting, lets the admitted requests finish, then exits (with
+    the signal's status, which uvicorn re-raises). Exit codes: 0 stopped, 2 bad config or settings, or
+    models that cannot load.
     """
     import uvicorn
 
@@ -88,6 +93,7 @@ def serve_cmd(
             max_queue=max_queue,
             max_batch_size=max_batch_size,
             batch_wait_ms=batch_wait_ms,
+            queue_timeout_s=queue_timeout_s,
             max_body_bytes=max_body_bytes,
             max_chunks=max_chunks,
             max_question_chars=max_question_chars,

@@ -348,6 +348,7 @@ def create_app(
         lambda key, jobs: answer_jobs(app.state.pipelines, jobs),
         server.max_batch_size,
         server.batch_wait_ms / 1000,
+        server.queue_timeout_s,
     )
     app.state.started = time.time()
     # outermost first at request time: API key (before reading the body), then the body limit

@@ -27,9 +27,17 @@ from typing import Any
 
 from inference.server.admission import Admission
 
-__all__ = ["MicroBatcher"]
+__all__ = ["MicroBatcher", "QueueTimeout"]
 
 LOG = logging.getLogger("inference.server.batching")
+
+
+class QueueTimeout(Exception):
+    """A request waited longer than ``queue_timeout_s`` for a model slot and left the queue (HTTP 503)."""
+
+    def __init__(self, detail: str, retry_after: int):
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 @dataclass(eq=False)
@@ -49,6 +57,8 @@ class MicroBatcher:
             thread holding a model slot.
         max_batch_size: Most requests one call answers (1: no batching).
         wait_s: How long an idle dispatcher waits for more requests before taking a batch.
+        queue_timeout_s: How long a request may wait in the queue (``None``: no limit); a request that is
+            still queued then leaves it (:class:`QueueTimeout`). One whose batch was taken runs to the end.
     """
 
     def __init__(
@@ -57,11 +67,13 @@ class MicroBatcher:
         runner: Callable[[Hashable, Sequence[Any]], Sequence[Any]],
         max_batch_size: int,
         wait_s: float = 0.0,
+        queue_timeout_s: float | None = None,
     ):
         self.admission = admission
         self.runner = runner
         self.max_batch_size = max_batch_size
         self.wait_s = wait_s
+        self.queue_timeout_s = queue_timeout_s
         self._queue: deque[_Job] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Event | None = None
@@ -73,6 +85,7 @@ class MicroBatcher:
 
         Raises:
             ServerBusy: The queue is full (from :meth:`Admission.admit`).
+            QueueTimeout: It waited ``queue_timeout_s`` without its batch being taken.
             Exception: What answering this request raised.
         """
         self.admission.admit()
@@ -81,12 +94,29 @@ class MicroBatcher:
         self._queue.append(job)
         self._ready.set()
         try:
+            if self.queue_timeout_s is not None:
+                await asyncio.wait({job.future}, timeout=self.queue_timeout_s)
+                if not job.future.done() and self._leave(job):
+                    retry = self.admission.retry_after()
+                    raise QueueTimeout(
+                        f"timed out after {self.queue_timeout_s:g} s waiting for a model slot "
+                        f"(queue_timeout_s); retry after {retry} s",
+                        retry,
+                    )
             return await job.future
         except asyncio.CancelledError:
-            if job in self._queue:  # never taken: give its place back
-                self._queue.remove(job)
-                self.admission.withdraw()
+            self._leave(job)  # e.g. the client disconnected
             raise
+
+    def _leave(self, job: _Job) -> bool:
+        """Take a job that was never taken out of the queue and give its admission back."""
+        if job not in self._queue:
+            return False
+        self._queue.remove(job)
+        if not self._queue:
+            self._ready.clear()
+        self.admission.withdraw()
+        return True
 
     async def aclose(self) -> None:
         """Stop the dispatchers (server shutdown); queued requests fail with ``CancelledError``."""

@@ -84,6 +84,17 @@ class ServerConfig:
             "range": (0.0, 10_000.0),
         },
     )
+    queue_timeout_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "Seconds an /ask or non-streamed chat request may wait for a model slot; beyond it the "
+            "request leaves the queue with 503 and Retry-After (null: no limit). Model work once started is "
+            "never cut.",
+            "range": (0.0, None),
+            "ends": "(]",
+            "null": "no limit",
+        },
+    )
     max_body_bytes: int = field(
         default=1_048_576,
         metadata={"help": "Largest request body in bytes (413 beyond).", "range": (1024, None)},

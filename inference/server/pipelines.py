@@ -19,6 +19,7 @@ from inference.backends.base import BackendError
 from inference.evaluators import EVALUATORS
 from inference.rag.evidential import EvidentialRAG
 from inference.server.admission import ServerBusy
+from inference.server.batching import QueueTimeout
 from inference.types import Chunk
 
 __all__ = [
@@ -64,6 +65,8 @@ def request_error(exc: BaseException, where: str) -> RequestError:
         return exc
     if isinstance(exc, ServerBusy):
         return RequestError(503, str(exc), {"Retry-After": str(exc.retry_after)}, "server_busy")
+    if isinstance(exc, QueueTimeout):
+        return RequestError(503, str(exc), {"Retry-After": str(exc.retry_after)}, "queue_timeout")
     if isinstance(exc, EvaluatorUnavailable):
         return RequestError(503, str(exc), code="evaluator_unavailable")
     if isinstance(exc, (EvidentialError, AlignmentError)):

@@ -180,3 +180,40 @@ def test_health_reports_the_batching_counters(servers):
     assert {"busy_slots", "peak_busy_slots", "batches"} <= set(q)
     c = httpx.get(f"{b_url}/config").json()["server"]
     assert c["max_batch_size"] == 16 and c["batch_wait_ms"] == 0.0
+
+
+def test_a_queue_timeout_takes_a_waiting_request_out_but_never_cuts_model_work():
+    from inference.server.batching import QueueTimeout
+
+    def slow(key, payloads):
+        time.sleep(0.3)
+        return list(payloads)
+
+    async def main():
+        b = MicroBatcher(Admission(1, 8), slow, 4, queue_timeout_s=0.05)
+        hold = threading.Event()
+        holder = asyncio.get_running_loop().run_in_executor(None, lambda: _hold(b.admission, hold))
+        while b.admission.busy == 0:
+            await asyncio.sleep(0.001)
+        with pytest.raises(QueueTimeout, match="queue_timeout_s"):
+            await b.submit("k", "late")  # the only slot stays busy past the timeout
+        assert b.admission.stats()["waiting"] == 0
+        hold.set()
+        await holder
+        t0 = time.perf_counter()
+        got = await b.submit("k", "runs")  # taken at once; its 0.3 s of work outlast the timeout
+        took = time.perf_counter() - t0
+        await b.aclose()
+        return got, took, b.admission.stats()
+
+    got, took, stats = asyncio.run(main())
+    assert got[0] == "runs" and took >= 0.3 and stats["completed"] == 1
+
+
+def test_the_server_answers_a_queue_timeout_with_503(rag, serve):
+    app = create_app(rag.config, ServerConfig(queue_timeout_s=0.2), pipeline=rag)
+    with serve(app) as url, app.state.admission.reserve():
+        r = httpx.post(f"{url}/ask", json=BODIES[0], timeout=60)
+        assert r.status_code == 503 and "queue_timeout_s" in r.json()["detail"]
+        assert int(r.headers["retry-after"]) >= 1
+        assert app.state.admission.stats()["waiting"] == 0
