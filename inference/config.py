@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evidential import FusionConfig
+from evidential.errors import ConfigError
 from inference.evaluators.config import EvaluatorConfig
 from inference.generation.config import GeneratorConfig
 from inference.rag.config import BaselinesConfig
@@ -22,6 +23,7 @@ from training.utils.configio import (
     build_dataclass,
     check_fields,
     read_yaml_mapping,
+    resolve_config_path,
     to_dict,
 )
 
@@ -142,7 +144,20 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     """Load a :class:`RunConfig` from YAML (or the embedded defaults when ``path`` is None) plus overrides.
 
     Raises:
-        ConfigError: Unreadable YAML, unknown fields or invalid values, naming the field.
+        ConfigError: Unreadable YAML, unknown fields or invalid values, naming the field (and the file,
+            for a value that comes from it).
     """
-    data = read_yaml_mapping(path) if path is not None else {}
-    return build_dataclass(RunConfig, apply_overrides(data, overrides), "")
+    if path is None:
+        return build_dataclass(RunConfig, apply_overrides({}, overrides), "")
+    data = read_yaml_mapping(path)
+    try:
+        return build_dataclass(RunConfig, apply_overrides(data, overrides), "")
+    except ConfigError as exc:
+        if overrides:
+            try:
+                build_dataclass(RunConfig, data, "")
+            except ConfigError:
+                pass
+            else:
+                raise  # the file is fine: the overrides are at fault
+        raise ConfigError(f"{resolve_config_path(path)}: {exc}") from None

@@ -140,3 +140,144 @@ def _build_tiny_llama(path: Path, chat_template: bool = True) -> Path:
     )
     LlamaForCausalLM(cfg).save_pretrained(path)
     return path
+
+
+# ---------------------------------------------------------------------------------------------- fuzzing
+def _json_values():
+    from hypothesis import strategies as st
+
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**70), 2**70)
+        | st.floats()  # NaN and ±inf included: written as NaN / Infinity, which JSON does not allow
+        | st.text(max_size=30)
+    )
+    return st.recursive(
+        scalars,
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=12), c, max_size=4),
+        max_leaves=12,
+    )
+
+
+def _mutate(data, value, json_values):
+    """A copy of ``value`` with one to three random edits: a field deleted, replaced, added or blown up."""
+    import copy
+
+    from hypothesis import strategies as st
+
+    value = copy.deepcopy(value)
+    for _ in range(data.draw(st.integers(1, 3))):
+        # walk to a random container
+        node = value
+        for _ in range(data.draw(st.integers(0, 3))):
+            children = (
+                [v for v in node.values() if isinstance(v, (dict, list)) and v]
+                if isinstance(node, dict)
+                else [v for v in node if isinstance(v, (dict, list)) and v]
+                if isinstance(node, list)
+                else []
+            )
+            if not children:
+                break
+            node = data.draw(st.sampled_from(children))
+        if isinstance(node, dict) and node:
+            key = data.draw(st.sampled_from(sorted(node, key=str)))
+            op = data.draw(st.sampled_from(["delete", "replace", "add", "huge"]))
+            if op == "delete":
+                del node[key]
+            elif op == "replace":
+                node[key] = data.draw(json_values)
+            elif op == "add":
+                node[data.draw(st.text(max_size=12))] = data.draw(json_values)
+            else:
+                node[key] = data.draw(
+                    st.sampled_from(["x" * 200_000, 10**40, -(10**40), 1e308, [[[[[[[]]]]]]]])
+                )
+        elif isinstance(node, list) and node:
+            i = data.draw(st.integers(0, len(node) - 1))
+            node[i] = data.draw(json_values)
+    return value
+
+
+def _fuzzed_file(data, seeds, max_lines: int = 4) -> bytes:
+    """The bytes of a fuzzed JSONL file: each line a mutated seed record, a random JSON value, random bytes
+    (invalid UTF-8 included) or a known trap (deep nesting, NaN, 1e999, a huge string)."""
+    import json
+
+    from hypothesis import strategies as st
+
+    values = _json_values()
+    lines = []
+    for _ in range(data.draw(st.integers(1, max_lines))):
+        kind = data.draw(
+            st.sampled_from(["seed", "seed", "mutated", "mutated", "mutated", "json", "bytes", "trap"])
+        )
+        if kind == "seed":
+            lines.append(json.dumps(data.draw(st.sampled_from(seeds))).encode())
+        elif kind == "mutated":
+            lines.append(json.dumps(_mutate(data, data.draw(st.sampled_from(seeds)), values)).encode())
+        elif kind == "json":
+            lines.append(json.dumps(data.draw(values)).encode())
+        elif kind == "bytes":
+            lines.append(data.draw(st.binary(max_size=60)).replace(b"\n", b" "))
+        else:
+            lines.append(
+                data.draw(
+                    st.sampled_from(
+                        [
+                            b"[" * 100_000 + b"]" * 100_000,
+                            b'{"a": NaN}',
+                            b"[1e999]",
+                            b'"' + b"y" * 300_000 + b'"',
+                            b"\xff\xfe{}",
+                        ]
+                    )
+                )
+            )
+    return b"\n".join(lines) + b"\n"
+
+
+@pytest.fixture(scope="session")
+def fuzzed_file():
+    """``fuzzed_file(data, seeds) -> bytes``: a fuzzed JSONL file built with hypothesis' ``st.data()`` from
+    real ``seeds`` records (mutated: fields deleted, replaced with random JSON, added, blown up) mixed
+    with random JSON values, random bytes (invalid UTF-8) and known traps (deep nesting, NaN, 1e999, huge
+    strings)."""
+    return _fuzzed_file
+
+
+@pytest.fixture(scope="session")
+def fuzzed_value():
+    """``fuzzed_value(data, seed) -> value``: ``seed`` mutated as in :func:`fuzzed_file`, or a random JSON
+    value."""
+    from hypothesis import strategies as st
+
+    values = _json_values()
+
+    def draw(data, seed):
+        if data.draw(st.booleans()):
+            return _mutate(data, seed, values)
+        return data.draw(values)
+
+    return draw
+
+
+@pytest.fixture(scope="session")
+def project_error():
+    """``project_error(fn, *names)``: run ``fn()``; it must return or raise the project's own error
+    (:class:`~evidential.errors.EvidentialError`) whose message names one of ``names`` (file, field) and
+    holds no traceback. Returns the error message, or None when ``fn`` worked."""
+    from evidential.errors import EvidentialError
+
+    def check(fn, *names):
+        try:
+            fn()
+        except EvidentialError as exc:
+            msg = str(exc)
+            assert msg and "Traceback" not in msg, msg
+            assert not names or any(str(n) in msg for n in names), (msg, names)
+            return msg
+        return None
+
+    return check

@@ -14,20 +14,30 @@ import evidential
 from evidential.errors import EvidentialError
 from inference.cli.options import ConfigOpt, SetOpt, console, err, fail, load, parse_claims
 from inference.workflows.fuse import fuse_evidence
+from training.utils.io import loads_strict
 
 
 def _read_evidence(text: str) -> list:
+    where = "--evidence"
     if text == "-":
         text = sys.stdin.read()
     elif text.startswith("@"):
         path = Path(text[1:])
+        where = f"--evidence {text}"
         if not path.is_file():
-            fail(f"--evidence {text}: file {path} not found")
-        text = path.read_text(encoding="utf-8")
+            fail(f"{where}: file {path} not found")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            fail(f"{where}: not UTF-8 text (byte {exc.start + 1})")
     try:
-        data = json.loads(text)
+        data = loads_strict(text)
     except json.JSONDecodeError as exc:
-        fail(f"--evidence is not valid JSON ({exc.msg} at column {exc.colno}); expected e.g. '[[3,0],[0,3]]'")
+        fail(f"{where} is not valid JSON ({exc.msg} at column {exc.colno}); expected e.g. '[[3,0],[0,3]]'")
+    except ValueError as exc:
+        fail(f"{where} is not valid JSON ({exc}); expected e.g. '[[3,0],[0,3]]'")
+    except RecursionError:
+        fail(f"{where} is not valid JSON (nested too deeply); expected e.g. '[[3,0],[0,3]]'")
     if not isinstance(data, list) or not all(isinstance(row, list) for row in data):
         fail(
             "--evidence must be a JSON list of chunks, each a list of per-claim evidence, e.g. '[[3,0],[0,3]]'"

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTING_POLICIES
 from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
+from training.utils.io import loads_strict
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -241,10 +241,11 @@ def read_calibration(path: str | Path) -> Calibration:
             f"calibration file {p} not found; write one with `evidential-rag calibrate ... --output {p}`"
         )
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raw = loads_strict(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise CalibrationError(
-            f"{p}: corrupted calibration file (not valid JSON: {exc}); refit it with `evidential-rag calibrate`"
+            f"{p}: corrupted calibration file (not valid JSON: {why}); refit it with `evidential-rag calibrate`"
         ) from None
     try:
         return Calibration.from_dict(raw)

@@ -99,6 +99,8 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
         raise ConfigError(f"override {item!r} has an empty key; use e.g. fusion.tau1=0.3")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
+    except RecursionError:
+        raise ConfigError(f"override {item[:80]!r}: value is nested too deeply") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"override {item!r}: value is not valid YAML ({exc.__class__.__name__})") from None
     return key.split("."), value
@@ -147,6 +149,10 @@ def read_yaml_mapping(path: str | Path) -> dict:
         loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {exc.start + 1})") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not a usable config (nested too deeply)") from None
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of fields, got {type(loaded).__name__}")
     return loaded or {}

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "iter_jsonl", "rounded", "write_json", "write_jsonl"]
+__all__ = ["atomic_write_text", "iter_jsonl", "loads_strict", "rounded", "write_json", "write_jsonl"]
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -43,19 +44,47 @@ def rounded(x: float, digits: int = 6) -> float:
     return round(float(x), digits)
 
 
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a number")
+    return value
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses what JSON does not allow: ``NaN``, ``Infinity``, and numbers that overflow
+    to infinity (``1e999``). Raises ``ValueError`` (``json.JSONDecodeError`` for malformed text) and
+    ``RecursionError`` for nesting deeper than Python's recursion limit."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def iter_jsonl(path: Path, what: str, error: type[Exception]) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, parsed value)`` for the non-empty lines of a JSONL file.
 
-    Raises ``error`` naming the file (missing) or the file and line (invalid JSON); ``what`` describes the
-    expected file in the message.
+    Raises ``error`` naming the file (missing) or the file and line (not UTF-8, invalid JSON, ``NaN`` or
+    ``Infinity``, a number too large, nesting too deep); ``what`` describes the expected file in the
+    message.
     """
     if not path.is_file():
         raise error(f"{path}: no such {what} file; give the path of a {what} JSONL file")
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise error(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the line)") from None
             if not line.strip():
                 continue
             try:
-                yield n, json.loads(line)
+                value = loads_strict(line)
             except json.JSONDecodeError as exc:
                 raise error(f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except ValueError as exc:
+                raise error(f"{path}:{n}: not valid JSON ({exc})") from None
+            except RecursionError:
+                raise error(f"{path}:{n}: not valid JSON (nested too deeply)") from None
+            yield n, value

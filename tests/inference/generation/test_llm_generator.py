@@ -131,9 +131,9 @@ def test_stream_pieces_join_to_the_batched_answer_on_real_records(smollm2, real_
     from inference.generation import GenerationOutput, TemplateGenerator, stream_generation
 
     _, inputs = real_inputs
-    cfg = GenerationConfig(max_tokens=24)
+    cfg = GenerationConfig(max_tokens=16)
     gen = LLMGenerator(smollm2, cfg, max_chunk_chars=200)
-    for inp in inputs:
+    for inp in inputs[:2]:  # a direct and a conflict-aware answer
         (want,) = gen.generate_batch([inp])
         items = list(stream_generation(gen, inp))
         pieces, out = items[:-1], items[-1]

@@ -82,8 +82,15 @@ def test_teacher_evidence_errors_name_file_line_field(tmp_path, extra, message):
 
 
 def test_nan_teacher_evidence_is_refused(tmp_path):
+    # NaN is not JSON: the reader refuses the line itself
     path = _write(tmp_path, ['{"query": "q", "chunk": "c", "candidates": ["a"], "teacher_evidence": [NaN]}'])
-    with pytest.raises(TrainingDataError, match=r":1: field 'teacher_evidence'\[0\] must be a finite number"):
+    with pytest.raises(TrainingDataError, match=r":1: not valid JSON \(NaN is not a JSON number\)"):
+        load_annotated(path)
+    # so is a number too large for a float
+    path = _write(
+        tmp_path, ['{"query": "q", "chunk": "c", "candidates": ["a"], "teacher_evidence": [1e999]}']
+    )
+    with pytest.raises(TrainingDataError, match=r":1: not valid JSON \(1e999 is too large for a number\)"):
         load_annotated(path)
 
 

@@ -53,7 +53,10 @@ def _records(path: str | Path, limit: int | None):
                     "is_supporting)",
                 )
             title = para.get("title") if isinstance(para.get("title"), str) and para.get("title") else None
-            paras.append((title, para["paragraph_text"], bool(para.get("is_supporting")), para.get("idx", i)))
+            idx = para.get("idx", i)
+            if not isinstance(idx, int) or isinstance(idx, bool):
+                fail(f"{p}:{line}", f"paragraphs[{i}].idx must be an integer; got {type(idx).__name__}")
+            paras.append((title, para["paragraph_text"], bool(para.get("is_supporting")), idx))
         key = question_id("musique", str(rec.get("id") or f"{line}\x00{rec['question']}"))
         yield line, rec, key, paras
 
@@ -104,7 +107,8 @@ def musique_instances(
             for s in (steps if isinstance(steps, list) else [])
             if isinstance(s, dict)
             and isinstance(s.get("answer"), str)
-            and s.get("paragraph_support_idx") is not None
+            and isinstance(s.get("paragraph_support_idx"), int)
+            and not isinstance(s.get("paragraph_support_idx"), bool)
         }
         items = [(_text(title, text, with_title), title) for title, text, _s, _i in paras]
         labels = [

@@ -74,6 +74,10 @@ KINDS = ("answerable", "ambiguous", "misinformation", "unanswerable")
 
 
 def _check_documents(rec: dict, where: str) -> dict:
+    for name in ("gold_answers", "wrong_answers"):
+        string_list(rec[name], where, name)
+    if not rec["question"].strip():
+        fail(where, "field 'question' is empty")
     for i, doc in enumerate(rec["documents"]):
         if not isinstance(doc, dict):
             fail(where, f"documents[{i}] must be an object with text, type and answer")
