@@ -74,6 +74,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import evidential
 from evidential.errors import EvidentialError
@@ -155,6 +156,13 @@ def _install_error_handlers(app: FastAPI) -> None:
             param = ".".join(str(x) for x in errors[0]["loc"][1:]) if errors else None
             return openai_error(422, f"invalid request: {text}", "invalid_request", param=param or None)
         return _error(422, errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # e.g. 400 for a body that cannot be parsed, 404, 405: the OpenAI shape on /v1/ paths
+        if is_openai_path(request.url.path):
+            return openai_error(exc.status_code, str(exc.detail), "invalid_request", headers=exc.headers)
+        return _error(exc.status_code, exc.detail, exc.headers)
 
 
 def _health(app: FastAPI) -> dict[str, Any]:
