@@ -63,6 +63,8 @@ def serve_cmd(
     max_body_bytes: Annotated[int, typer.Option(help=_H["max_body_bytes"])] = _D.max_body_bytes,
     max_chunks: Annotated[int, typer.Option(help=_H["max_chunks"])] = _D.max_chunks,
     max_question_chars: Annotated[int, typer.Option(help=_H["max_question_chars"])] = _D.max_question_chars,
+    max_chunk_chars: Annotated[int, typer.Option(help=_H["max_chunk_chars"])] = _D.max_chunk_chars,
+    max_candidates: Annotated[int, typer.Option(help=_H["max_candidates"])] = _D.max_candidates,
     lazy_evaluators: Annotated[
         bool, typer.Option("--lazy-evaluators/--single-evaluator", help=_H["lazy_evaluators"])
     ] = _D.lazy_evaluators,
@@ -97,6 +99,8 @@ def serve_cmd(
             max_body_bytes=max_body_bytes,
             max_chunks=max_chunks,
             max_question_chars=max_question_chars,
+            max_chunk_chars=max_chunk_chars,
+            max_candidates=max_candidates,
             lazy_evaluators=lazy_evaluators,
         )
         check_concurrency(cfg, settings)

@@ -347,3 +347,48 @@ def test_other_evaluator_loads_once_on_first_use(main_server):
     assert r.status_code == 200, r.text
     assert r.json()["evaluator"] == "prompt" and r.json()["logical_decisions"] == 1
     assert pipelines.loaded["prompt"] is a
+
+
+def test_configured_limits_are_enforced(rag, serve):
+    s = ServerConfig(
+        max_chunks=2, max_chunk_chars=50, max_question_chars=20, max_candidates=1, max_body_bytes=4096
+    )
+    app = create_app(rag.config, s, pipeline=rag)
+    short = [{"id": "a", "text": "Boys Like Girls made it."}, {"id": "b", "text": "Green Day made it."}]
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        assert client.post("/ask", json={"question": "Who made it?", "chunks": short}).status_code == 200
+        for body, where in [
+            ({"question": "Who made it?", "chunks": [*short, {"id": "c", "text": "x"}]}, "chunks"),
+            ({"question": "Who made it?", "chunks": [{"id": "a", "text": "x" * 51}]}, "text"),
+            ({"question": "x" * 21, "chunks": short}, "question"),
+            ({"question": "Who made it?", "chunks": short, "candidates": ["a", "b"]}, "candidates"),
+        ]:
+            r = client.post("/ask", json=body)
+            assert r.status_code == 422 and where in json.dumps(r.json()["detail"]), (where, r.text)
+        r = client.post("/ask", json={"question": "q", "chunks": [{"id": "a", "text": "x" * 5000}]})
+        assert r.status_code == 413 and "4096" in r.json()["detail"]
+        # the chat endpoint has the same limits
+        chat = {
+            "model": "evidential-rag",
+            "messages": [{"role": "user", "content": "x" * 21}],
+            "chunks": short,
+        }
+        r = client.post("/v1/chat/completions", json=chat)
+        assert r.status_code == 422 and "max_question_chars" in r.json()["error"]["message"]
+
+
+def test_the_api_key_never_reaches_logs_or_errors(rag, serve, caplog):
+    import logging
+
+    app = create_app(rag.config, ServerConfig(api_key=KEY), pipeline=rag)
+    caplog.set_level(logging.DEBUG)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        texts = []
+        for headers in ({"X-API-Key": KEY[:-1]}, {"Authorization": f"Bearer {KEY}x"}, {"X-API-Key": KEY}):
+            for path in ("/health", "/config", "/v1/models"):
+                r = client.get(path, headers=headers)
+                texts.append(r.text)
+            r = client.post("/ask", json={"question": QUESTION, "chunks": CHUNKS, "lam": 9}, headers=headers)
+            texts.append(r.text)
+        assert [t for t in texts if KEY in t or KEY[:-1] in t] == []
+    assert KEY[:-1] not in caplog.text
