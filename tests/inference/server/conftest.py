@@ -31,28 +31,6 @@ def rag(tiny_checkpoint) -> EvidentialRAG:
 
 
 @contextmanager
-def serving(app):
-    """Run ``app`` with uvicorn in a background thread on a free loopback port; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        sock.close()
-
-
-@contextmanager
 def _serving(app):
     """Run ``app`` with uvicorn in a background thread on a free loopback port; yields the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
