@@ -35,20 +35,20 @@ def test_fusion_benchmark_prints_its_json_line():
 
 
 def test_soak_benchmark_short_form():
-    """bench/soak.py for 20 s: mixed valid, malformed and oversized requests to a real `serve` process;
+    """bench/soak.py for 12 s: mixed valid, malformed and oversized requests to a real `serve` process;
     every request answered, no 5xx but 503 (a full queue), memory sampled with its slope."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "soak.py"), "--seconds", "20", "--rate", "3", "--sample-s", "4",
+        [sys.executable, str(REPO / "bench" / "soak.py"), "--seconds", "12", "--rate", "3", "--sample-s", "3",
          "--set", "generator.name=template", "--out", "/dev/null"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     rep = json.loads(out.stdout.strip().splitlines()[-1])
-    assert rep["requests"] >= 40 and rep["served"] == rep["requests"] and not rep["transport_errors"]
+    assert rep["requests"] >= 30 and rep["served"] == rep["requests"] and not rep["transport_errors"]
     codes = {int(c) for c in rep["status_codes"]}
     assert codes <= {200, 400, 413, 422, 503} and 200 in codes and 422 in codes and 413 in codes, rep[
         "status_codes"
     ]
     assert rep["by_kind"]["oversized"].keys() == {"413"} and set(rep["by_kind"]["broken"]) <= {"400", "422"}
-    assert len(rep["rss_mib"]) >= 5 and rep["p99_ms"] >= rep["p50_ms"] > 0
+    assert len(rep["rss_mib"]) >= 4 and rep["p99_ms"] >= rep["p50_ms"] > 0
     assert isinstance(rep["rss_slope_mib_per_min"], float)

@@ -111,7 +111,7 @@ def test_evaluation_dataset_readers(name, data, shared_data, fuzzed_file, projec
     _eval_fuzz(name, EVAL[name], data, shared_data, fuzzed_file, project_error)
 
 
-@settings(max_examples=6)  # CRAG records carry whole HTML pages: each example parses megabytes
+@settings(max_examples=4)  # CRAG records carry whole HTML pages: each example parses megabytes
 @given(data=st.data())
 def test_crag_reader(data, shared_data, fuzzed_file, project_error):
     _eval_fuzz("crag", "crag/crag_dev_example.jsonl", data, shared_data, fuzzed_file, project_error)
