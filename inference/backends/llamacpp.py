@@ -98,6 +98,21 @@ def reusable_prefix(cached: Sequence[int], prompt: Sequence[int], block: int) ->
     return (min(common, len(prompt) - 1) // block) * block if prompt else 0
 
 
+def _sampling(prompt: Prompt, config: GenerationConfig, grammar: Any) -> dict[str, Any]:
+    """``create_chat_completion`` arguments of one prompt: plain temperature sampling (llama.cpp's
+    top-k/top-p/min-p filters off), greedy at temperature 0, the config's seed and the grammar."""
+    return {
+        "messages": prompt,
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "top_k": 0,
+        "top_p": 1.0,
+        "min_p": 0.0,
+        "seed": config.seed,
+        "grammar": grammar,
+    }
+
+
 def _default_threads() -> int:
     """CPU cores this process may use (llama-cpp-python's own default is only half of them)."""
     try:
@@ -240,17 +255,7 @@ class LlamaCppBackend:
         logprobs: list[float] = []
         try:
             with self._recording_logprobs(logprobs) if config.logprobs else nullcontext():
-                response = self._llm.create_chat_completion(
-                    messages=prompt,
-                    max_tokens=config.max_tokens,
-                    temperature=config.temperature,
-                    # plain temperature sampling (llama.cpp's top-k/top-p/min-p filters off), greedy at 0
-                    top_k=0,
-                    top_p=1.0,
-                    min_p=0.0,
-                    seed=config.seed,
-                    grammar=grammar,
-                )
+                response = self._llm.create_chat_completion(**_sampling(prompt, config, grammar))
         except Exception as exc:  # context overflow (ValueError), template errors, llama.cpp failures
             raise BackendError(f"llama.cpp failed on prompt {index} of the batch: {exc}") from exc
         choice = response["choices"][0]
@@ -280,17 +285,7 @@ class LlamaCppBackend:
             raise BackendError("the llamacpp backend is closed; build a new one with load_backend(config)")
         grammar = self._grammar(config.json_schema) if config.json_schema is not None else None
         try:
-            chunks = self._llm.create_chat_completion(
-                messages=prompt,
-                max_tokens=config.max_tokens,
-                temperature=config.temperature,
-                top_k=0,
-                top_p=1.0,
-                min_p=0.0,
-                seed=config.seed,
-                grammar=grammar,
-                stream=True,
-            )
+            chunks = self._llm.create_chat_completion(**_sampling(prompt, config, grammar), stream=True)
             pieces: list[str] = []
             finish = "stop"
             for chunk in chunks:

@@ -72,10 +72,16 @@ class EventStream:
             try:
                 if cancel.is_set():  # the client left while the request waited for a slot
                     return
-                for item in produce(cancel):
-                    put(("event", item))
-                    if cancel.is_set():
-                        break
+                events = produce(cancel)
+                try:
+                    for item in events:
+                        put(("event", item))
+                        if cancel.is_set():
+                            break
+                finally:
+                    close = getattr(events, "close", None)
+                    if close is not None:  # stop a generator (and its backend stream) now, not at collection
+                        close()
             except BaseException as exc:  # handed to the event loop, which maps it to a status
                 put(("error", exc))
             finally:
