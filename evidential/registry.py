@@ -54,7 +54,8 @@ class Registry(Generic[T]):
         return tuple(self._items)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        # a registry name is a string; an unhashable value (a list from a JSON file) is simply absent
+        return isinstance(name, str) and name in self._items
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

@@ -434,9 +434,22 @@ def refuse_record(
         evidence = calibration.apply_to_evidence(evidence)
     try:
         rec = AnswerRecord.from_dict(data)
-    except (KeyError, TypeError, AttributeError) as exc:
+        result = _evaluation_result(rec, evidence)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        # from_dict does not type-check every field: a string where an object belongs fails here
         raise DataError(f"answer record is incomplete or malformed ({type(exc).__name__}: {exc})") from None
-    result = EvaluationResult(
+    out = build_answer_record(result, fusion, rec.question)
+    out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes
+    out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
+    if calibration is not None:
+        out.calibrated_confidence = rounded(calibration.calibrated_confidence(out.confidence))
+        out.calibration = rec.calibration
+    return out
+
+
+def _evaluation_result(rec: AnswerRecord, evidence: torch.Tensor) -> EvaluationResult:
+    """The evaluator output a record was built from, with ``evidence`` as its evidence matrix."""
+    return EvaluationResult(
         query=rec.question,
         chunks=[Chunk(d.chunk_id, "", d.source, d.rank) for d in rec.chunks],
         decisions=[
@@ -464,10 +477,3 @@ def refuse_record(
         evaluator=rec.evaluator,
         meta=dict(rec.evaluator_meta),
     )
-    out = build_answer_record(result, fusion, rec.question)
-    out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes
-    out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
-    if calibration is not None:
-        out.calibrated_confidence = rounded(calibration.calibrated_confidence(out.confidence))
-        out.calibration = rec.calibration
-    return out

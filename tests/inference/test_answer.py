@@ -161,3 +161,6 @@ def test_record_evidence_names_what_is_wrong():
             record_evidence(bad)
     with pytest.raises(DataError, match="incomplete or malformed"):
         refuse_record({"claims": [], "chunks": []}, FusionConfig())
+    # found by the server fuzzer: a string where the evaluator's metadata object belongs
+    with pytest.raises(DataError, match="incomplete or malformed"):
+        refuse_record({**rec, "evaluator_meta": "x" * 50}, FusionConfig())

@@ -76,3 +76,11 @@ def test_read_calibration_refuses_bad_files(tmp_path):
     old.write_text(json.dumps({**d, "version": 99}), encoding="utf-8")
     with pytest.raises(CalibrationError, match=r"old.json: calibration version 99 is not supported"):
         read_calibration(old)
+
+
+@pytest.mark.parametrize("key", ["rule", "policy"])
+@pytest.mark.parametrize("value", [[], ["lambda"], {"a": 1}, [[[]]]])
+def test_unhashable_rule_or_policy_is_a_calibration_error(key, value):
+    # found by the CI fuzzer: a list where a registry name belongs raised TypeError
+    with pytest.raises(CalibrationError, match=rf"parameters\.{key}: unknown"):
+        Calibration(evaluator="learned", **{key: value})
