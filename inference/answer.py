@@ -434,11 +434,11 @@ def refuse_record(
         evidence = calibration.apply_to_evidence(evidence)
     try:
         rec = AnswerRecord.from_dict(data)
-        result = _evaluation_result(rec, evidence)
+        # the evidence and the settings are checked; what fails from here on is a field of the wrong type
+        # (from_dict does not type-check every field: a string where an object belongs, a null timing)
+        out = build_answer_record(_evaluation_result(rec, evidence), fusion, rec.question)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        # from_dict does not type-check every field: a string where an object belongs fails here
         raise DataError(f"answer record is incomplete or malformed ({type(exc).__name__}: {exc})") from None
-    out = build_answer_record(result, fusion, rec.question)
     out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes
     out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
     if calibration is not None:

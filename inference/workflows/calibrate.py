@@ -33,7 +33,6 @@ from evidential.errors import ConfigError, EvidentialError
 from inference.alignment import ClaimAligner
 from inference.calibration import AUTO, evaluator_identity
 from inference.config import RunConfig
-from inference.evaluation.metrics import answer_contained
 from inference.evaluators import build_evaluator
 from inference.types import Chunk
 from training.calibration import (
@@ -330,6 +329,9 @@ def relabel_to_frame(ex: Any, frame: list[str], aligner: ClaimAligner | None = N
     >>> r.claims, r.labels, r.gold
     (['Lyon', 'Paris, France'], [1, 0], [1])
     """
+    # imported here: the metrics module pulls in scipy and scikit-learn, which every CLI start would pay for
+    from inference.evaluation.metrics import answer_contained
+
     aligner = aligner or ClaimAligner()
     keys = [aligner.canonical(c) for c in frame]
 

@@ -164,3 +164,5 @@ def test_record_evidence_names_what_is_wrong():
     # found by the server fuzzer: a string where the evaluator's metadata object belongs
     with pytest.raises(DataError, match="incomplete or malformed"):
         refuse_record({**rec, "evaluator_meta": "x" * 50}, FusionConfig())
+    with pytest.raises(DataError, match="incomplete or malformed"):
+        refuse_record({**rec, "timings": {**rec["timings"], "align": None}}, FusionConfig())

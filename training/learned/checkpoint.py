@@ -45,10 +45,25 @@ REQUIRED = (CONFIG_FILE, HEADS_FILE)
 
 
 class atomic_dir:
-    """Context manager: yields a temporary folder next to ``path`` and swaps it in on success."""
+    """Context manager: yields a temporary folder next to ``path`` and swaps it in on success.
+
+    The swap moves the previous ``path`` aside to ``.<name>.old``, renames the new folder into place and
+    removes the old one. A process killed between the two renames leaves no ``path`` but a complete
+    ``.<name>.old``: :meth:`recover` puts it back.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+
+    @staticmethod
+    def recover(path: str | Path) -> bool:
+        """Restore ``path`` from ``.<name>.old`` when a swap was cut short; returns whether it did."""
+        path = Path(path)
+        old = path.parent / f".{path.name}.old"
+        if not path.exists() and old.is_dir():
+            os.replace(old, path)
+            return True
+        return False
 
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,11 +25,13 @@ from training.utils.configio import (
     read_yaml_mapping,
 )
 
-__all__ = ["DataSourceConfig", "LossConfig", "TrainConfig", "load_train_config"]
+__all__ = ["MIXED_PRECISION", "DataSourceConfig", "LossConfig", "TrainConfig", "load_train_config"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _NON_NEGATIVE = {"range": (0.0, None)}
+#: Allowed values of ``TrainConfig.mixed_precision``.
+MIXED_PRECISION = ("no", "bf16", "fp16")
 _POSITIVE = {"range": (0.0, None), "ends": "()"}
 
 
@@ -232,9 +234,42 @@ class TrainConfig:
     device: str = field(
         default="auto",
         metadata={
-            "help": "'auto' (CUDA when present), 'cpu' or 'cuda[:n]'.",
+            "help": "'auto' (CUDA when present), 'cpu' or 'cuda[:n]'. Under `accelerate launch` with several "
+            "processes each process takes the device accelerate assigns it ('cpu': CPU processes over gloo).",
             "check": is_device_spec,
             "must": "be 'auto', 'cpu' or 'cuda[:n]'",
+        },
+    )
+    gradient_accumulation_steps: int = field(
+        default=1,
+        metadata={
+            "help": "Encoder passes each process splits its share of an optimizer step's batch_queries "
+            "queries into (less memory per pass; the step's gradient is that of the whole batch either way).",
+            "range": (1, None),
+        },
+    )
+    mixed_precision: str = field(
+        default="no",
+        metadata={
+            "help": "Precision of the encoder passes: 'no' (float32), 'bf16' (CPU or GPU) or 'fp16' (CUDA "
+            "only, with loss scaling). Losses and fusion always run in float32/float64.",
+            "choices": MIXED_PRECISION,
+        },
+    )
+    trackers: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "accelerate trackers that receive the training and validation metrics besides log.jsonl, "
+            "e.g. [tensorboard] (needs tensorboard or tensorboardX installed); [] (default): none. Any name "
+            "of accelerate.tracking.LOGGER_TYPE_TO_CLASS: aim, clearml, comet_ml, dvclive, mlflow, "
+            "swanlab, tensorboard, trackio, wandb.",
+        },
+    )
+    tracking_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder of the trackers that write files (tensorboard: its event files); null: "
+            "OUTPUT/tracking.",
         },
     )
 
@@ -242,6 +277,15 @@ class TrainConfig:
         check_fields(self)
         if not self.data:
             raise ConfigError("data must list at least one source (e.g. {name: ramdocs, path: ...})")
+        from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+
+        if not isinstance(self.trackers, list) or not all(isinstance(t, str) for t in self.trackers):
+            raise ConfigError(f"trackers must be a list of tracker names; got {self.trackers!r}")
+        for name in self.trackers:
+            if name not in LOGGER_TYPE_TO_CLASS:
+                raise ConfigError(
+                    f"trackers: unknown tracker {name!r}; choose from {', '.join(sorted(LOGGER_TYPE_TO_CLASS))}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

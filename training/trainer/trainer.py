@@ -49,10 +49,11 @@ from training.data.annotated import (
     split_by_question,
 )
 from training.data.benchmarks import build_dataset
-from training.learned.checkpoint import load_learned_model, save_checkpoint
+from training.learned.checkpoint import atomic_dir, load_learned_model, save_checkpoint
 from training.learned.model import EvidentialEvaluatorModel, is_yes_no_question
 from training.learned.span_loss import span_loss
 from training.trainer.config import TrainConfig
+from training.trainer.distributed import DataParallel, autocast, shard_bounds
 from training.utils.io import write_json
 from training.utils.metrics import expected_calibration_error, stated_claims, strict_exact_match
 
@@ -197,13 +198,15 @@ def prepare_examples(groups: list[QueryGroup], max_chunks: int, max_claims: int)
 
 
 def span_picks(
-    exs: list[QueryExample], per_query: int | None, epoch_progress: float
+    exs: list[QueryExample], per_query: int | None, epoch_progress: float, position: int = 0
 ) -> list[tuple[QueryExample, int]]:
     """The (query, chunk index) pairs that train the span head in one step: ``per_query`` chunks of each
-    query (all when ``None``), starting at an offset that rotates with training progress. Yes/no questions
-    are left out: at inference their frame is ``{yes, no}`` and nothing is extracted."""
+    query (all when ``None``), starting at an offset that rotates with training progress and with the
+    query's place in the step's batch (``position`` + its index in ``exs``: a process that trains on a part
+    of the batch picks what one process would). Yes/no questions are left out: at inference their frame is
+    ``{yes, no}`` and nothing is extracted."""
     out = []
-    for n, ex in enumerate(exs):
+    for n, ex in enumerate(exs, start=position):
         if is_yes_no_question(ex.query) or not ex.chunks:
             continue
         k = len(ex.chunks)
@@ -236,14 +239,28 @@ def span_targets(
     return torch.tensor(starts), torch.tensor(ends), torch.tensor(use)
 
 
+#: The loss terms whose batch mean is a mean over rows (their counts normalise a split batch; see ``losses``).
+TERMS = ("edl", "query", "distill", "span")
+
+
 class EvidentialTrainer:
     """Trains an :class:`~training.learned.model.EvidentialEvaluatorModel` from a :class:`TrainConfig`.
+
+    Run as one process (``evidential-rag train``) or data-parallel
+    (``accelerate launch --multi_gpu --num_processes N -m inference.cli train …``): every process reads the
+    same data and walks the same seeded batch order; each trains on its contiguous share of every optimizer
+    step's ``batch_queries`` queries (cut again into ``gradient_accumulation_steps`` encoder passes), each
+    loss term is normalised by the step's row counts over all processes, and one all-reduce sums the
+    gradients (:class:`~training.trainer.distributed.DataParallel`). The step's gradient is therefore the
+    gradient of the whole batch's loss, whatever the number of processes and passes. Validation batches are
+    dealt out round-robin and the results gathered, so every process computes the same metrics; only the
+    main process writes files.
 
     Args:
         config: The training config.
         output_dir: Output folder (``best/``, ``last/``, ``log.jsonl``, ``metrics.json``).
         command: The command line to record in the model card.
-        progress: Show progress bars.
+        progress: Show progress bars (main process only).
     """
 
     def __init__(
@@ -252,13 +269,23 @@ class EvidentialTrainer:
         self.config = config
         self.output_dir = Path(output_dir)
         self.command = command or " ".join(sys.argv)
-        self.progress = progress
         if config.device == "auto":
-            self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         else:
-            self.device = torch.device(config.device)
+            device = torch.device(config.device)
+        self.dp = DataParallel(cpu=device.type == "cpu")
+        # several processes: each takes the device accelerate assigned it (cuda:<local rank>, or the CPU)
+        self.device = self.dp.device if self.dp.distributed and device.type != "cpu" else device
+        self.progress = progress and self.dp.is_main
+        if config.mixed_precision == "fp16" and self.device.type != "cuda":
+            raise ConfigError(
+                f"mixed_precision: 'fp16' needs a CUDA device (training runs on {self.device}); use 'bf16' or 'no'"
+            )
+        self.scaler = torch.amp.GradScaler("cuda") if config.mixed_precision == "fp16" else None
         self.edl_annealing = config.loss.annealing_epochs
         self.fused_loss = FusedMassLoss(lam=config.loss.lam, rule=config.loss.rule)
+        self.fused_loss_sum = FusedMassLoss(lam=config.loss.lam, rule=config.loss.rule, reduction="sum")
+        self.trackers: list[Any] = []
 
     # ---- data --------------------------------------------------------------------------------------
     def prepare_data(self) -> tuple[list[QueryExample], list[QueryExample]]:
@@ -287,11 +314,13 @@ class EvidentialTrainer:
 
     # ---- forward -----------------------------------------------------------------------------------
     def forward(self, model: EvidentialEvaluatorModel, exs: list[QueryExample]):
-        """Evidence ``[B, k, M]`` with chunk and claim masks from one encoder pass over all chunks."""
+        """Evidence ``[B, k, M]`` (float32) with chunk and claim masks from one encoder pass over all chunks."""
         queries = [ex.query for ex in exs for _ in ex.chunks]
         chunks = [c for ex in exs for c in ex.chunks]
         claims = [list(ex.claims) for ex in exs for _ in ex.chunks]
-        flat = model(queries, chunks, claims)["evidence"]  # [rows, M_max]
+        with autocast(self.device, self.config.mixed_precision):
+            flat = model(queries, chunks, claims)["evidence"]  # [rows, M_max]
+        flat = flat.float()
         kmax = max(len(e.chunks) for e in exs)
         mmax = max(len(e.claims) for e in exs)
         ev = flat.new_zeros(len(exs), kmax, mmax)
@@ -306,12 +335,71 @@ class EvidentialTrainer:
             r += k
         return ev, chunk_mask, claim_mask
 
-    def losses(
-        self, model: EvidentialEvaluatorModel, exs: list[QueryExample], epoch_progress: float
-    ) -> dict[str, torch.Tensor]:
-        """The loss terms of one batch (each weighted; ``total`` is their sum)."""
+    def _span_rows(
+        self, model: EvidentialEvaluatorModel, exs: list[QueryExample], epoch_progress: float, position: int
+    ) -> tuple[list[tuple[QueryExample, int]], list[str], list[str | None], torch.Tensor]:
+        """The span head's rows of a batch: picks, their chunks and claims, and which rows may count."""
+        if not (self.config.loss.span_weight > 0 and model.config.span_head):
+            return [], [], [], torch.zeros(0, dtype=torch.bool)
+        picks = span_picks(exs, self.config.span_chunks_per_query, epoch_progress, position)
+        chunks = [ex.chunks[i] for ex, i in picks]
+        claims, counts = zip(*(ex.span_claim(i) for ex, i in picks)) if picks else ((), ())
+        return picks, chunks, list(claims), torch.tensor(counts, dtype=torch.bool)
+
+    def term_counts(
+        self,
+        model: EvidentialEvaluatorModel,
+        exs: list[QueryExample],
+        epoch_progress: float,
+        position: int = 0,
+    ) -> torch.Tensor:
+        """Rows each loss term of :data:`TERMS` averages over in ``exs``: labelled chunks (EDL), fully
+        labelled queries (query-level), chunks with a teacher (distillation), span rows whose claim is
+        found in the truncated chunk (span: a tokenizer pass, no encoder pass). ``float64 [4]``."""
         cfg = self.config.loss
-        use_span = cfg.span_weight > 0 and model.config.span_head
+        edl = sum(ex.is_labelled(i) for ex in exs for i in range(len(ex.chunks))) if cfg.edl_weight > 0 else 0
+        query = sum(ex.fully_labelled for ex in exs) if cfg.query_weight > 0 else 0
+        distill = 0
+        if cfg.distill_weight > 0:
+            distill = sum(
+                ex.teacher is not None and ex.teacher[i] is not None
+                for ex in exs
+                for i in range(len(ex.chunks))
+            )
+        span = 0
+        picks, chunks, claims, counts = self._span_rows(model, exs, epoch_progress, position)
+        if picks:
+            batch = model.tokenize([ex.query for ex, _ in picks], chunks, None)
+            chunk_tok = (batch["sequence"] == 1) & (batch["attention_mask"] == 1)
+            use = span_targets(chunks, claims, batch["offset_mapping"], chunk_tok)[2] & counts
+            span = int(use.sum())
+        return torch.tensor([edl, query, distill, span], dtype=torch.float64)
+
+    def losses(
+        self,
+        model: EvidentialEvaluatorModel,
+        exs: list[QueryExample],
+        epoch_progress: float,
+        norms: dict[str, float] | None = None,
+        position: int = 0,
+    ) -> dict[str, torch.Tensor]:
+        """The loss terms of one batch (each weighted; ``total`` is their sum).
+
+        Each term is a mean over its rows (:meth:`term_counts`). With ``norms`` (a part of a larger batch:
+        another process's or another pass's rows make up the rest) each term is instead the sum over this
+        part's rows divided by ``norms[term]``, the whole batch's count, so that the parts' losses add up to
+        the whole batch's loss; ``position`` is the part's first query's place in the whole batch.
+        """
+        cfg = self.config.loss
+
+        def reduce(term: str, fn, *args, **kwargs) -> torch.Tensor:
+            if norms is None:
+                return fn(*args, **kwargs)
+            return fn(*args, **kwargs, reduction="sum") / norms[term]
+
+        def counts(term: str) -> bool:
+            return norms is None or norms[term] > 0
+
         ev, chunk_mask, claim_mask = self.forward(model, exs)
         b, k, m = ev.shape
         target = torch.zeros(b, k, m, device=ev.device)
@@ -335,8 +423,10 @@ class EvidentialTrainer:
         labelled &= chunk_mask
         has_teacher &= chunk_mask
         out: dict[str, torch.Tensor] = {}
-        if cfg.edl_weight > 0 and labelled.any():
-            out["edl"] = cfg.edl_weight * edl_loss(
+        if cfg.edl_weight > 0 and labelled.any() and counts("edl"):
+            out["edl"] = cfg.edl_weight * reduce(
+                "edl",
+                edl_loss,
                 ev,
                 target,
                 kind=cfg.edl_kind,
@@ -347,19 +437,27 @@ class EvidentialTrainer:
                 null_kl_weight=cfg.null_kl_weight,
                 row_mask=labelled,
             )
-        if cfg.query_weight > 0 and query_labelled.any():
-            out["query"] = (
-                cfg.query_weight
-                * self.fused_loss(
-                    ev.double(),
-                    qtarget.double(),
+        if cfg.query_weight > 0 and query_labelled.any() and counts("query"):
+            args = (ev.double(), qtarget.double())
+            if norms is None:
+                query = self.fused_loss(
+                    *args,
                     claim_mask=claim_mask,
                     chunk_mask=chunk_mask,
                     row_mask=None if bool(query_labelled.all()) else query_labelled,
-                ).float()
-            )
-        if cfg.distill_weight > 0 and has_teacher.any():
-            out["distill"] = cfg.distill_weight * evidence_distillation_loss(
+                )
+            else:
+                query = (
+                    self.fused_loss_sum(
+                        *args, claim_mask=claim_mask, chunk_mask=chunk_mask, row_mask=query_labelled
+                    )
+                    / norms["query"]
+                )
+            out["query"] = cfg.query_weight * query.float()
+        if cfg.distill_weight > 0 and has_teacher.any() and counts("distill"):
+            out["distill"] = cfg.distill_weight * reduce(
+                "distill",
+                evidence_distillation_loss,
                 ev,
                 teacher,
                 kind=cfg.distill_kind,
@@ -368,18 +466,22 @@ class EvidentialTrainer:
             )
         # the span head reads [query; chunk] rows without candidates (as at inference):
         # span_chunks_per_query chunks per query per step, rotating through the query's chunks
-        picks = span_picks(exs, self.config.span_chunks_per_query, epoch_progress) if use_span else []
-        if picks:
-            chunks = [ex.chunks[i] for ex, i in picks]
-            claims, counts = zip(*(ex.span_claim(i) for ex, i in picks))
-            fwd = model([ex.query for ex, _ in picks], chunks, None, spans=True)
-            s, e, use = span_targets(chunks, list(claims), fwd["offsets"], fwd["chunk_tokens"])
-            use &= torch.tensor(counts, dtype=torch.bool)
+        picks, chunks, claims, usable = self._span_rows(model, exs, epoch_progress, position)
+        if picks and counts("span"):
+            with autocast(self.device, self.config.mixed_precision):
+                fwd = model([ex.query for ex, _ in picks], chunks, None, spans=True)
+            s, e, use = span_targets(chunks, claims, fwd["offsets"], fwd["chunk_tokens"])
+            use &= usable
             if use.any():
                 dev = fwd["start"].device
                 use = use.to(dev)
-                out["span"] = cfg.span_weight * span_loss(
-                    fwd["start"][use], fwd["end"][use], s.to(dev)[use], e.to(dev)[use]
+                out["span"] = cfg.span_weight * reduce(
+                    "span",
+                    span_loss,
+                    fwd["start"][use].float(),
+                    fwd["end"][use].float(),
+                    s.to(dev)[use],
+                    e.to(dev)[use],
                 )
         # a batch no term applies to (no label, no teacher) still gives a differentiable zero
         out["total"] = sum(out.values()) if out else ev.sum() * 0.0
@@ -395,22 +497,33 @@ class EvidentialTrainer:
         tau: tuple[float, float] = (0.35, 0.65),
     ) -> dict[str, Any]:
         """Validation metrics: loss terms, claim accuracy, mean evidence by document type, ECE, route
-        accuracy and RAMDocs strict exact match."""
+        accuracy and RAMDocs strict exact match.
+
+        The batches are those of a single process; with several processes each evaluates every
+        ``world``-th batch and the results are gathered in batch order, so all processes compute the
+        metrics one process would.
+        """
         model.eval()
         bs = self.config.batch_queries
-        sums: dict[str, float] = defaultdict(float)
-        n_batches = 0
-        outcomes = []
-        for start in range(0, len(exs), bs):
-            batch = exs[start : start + bs]
+        starts = list(range(0, len(exs), bs))
+        mine = []
+        for n in range(self.dp.rank, len(starts), self.dp.world):
+            batch = exs[starts[n] : starts[n] + bs]
             terms = self.losses(model, batch, epoch_progress=self.config.loss.annealing_epochs)
-            for key, v in terms.items():
-                if not key.startswith("_"):
-                    sums[key] += v.item()
-            n_batches += 1
+            values = {key: v.item() for key, v in terms.items() if not key.startswith("_")}
             ev = terms["_evidence"]
-            for n, ex in enumerate(batch):
-                outcomes.append((ex, ev[n, : len(ex.chunks), : len(ex.claims)].double().cpu()))
+            evidence = [
+                ev[i, : len(ex.chunks), : len(ex.claims)].double().cpu() for i, ex in enumerate(batch)
+            ]
+            mine.append((n, values, evidence))
+        done = sorted((r for part in self.dp.gather(mine) for r in part), key=lambda r: r[0])
+        sums: dict[str, float] = defaultdict(float)
+        outcomes = []
+        for n, values, evidence in done:
+            for key, v in values.items():
+                sums[key] += v
+            outcomes.extend(zip(exs[starts[n] : starts[n] + bs], evidence))
+        n_batches = len(done)
         metrics = {f"loss_{k}" if k != "total" else "loss": v / max(n_batches, 1) for k, v in sums.items()}
         metrics.update(
             score_outcomes(
@@ -452,8 +565,40 @@ class EvidentialTrainer:
             "command": self.command,
             "train_seconds": round(elapsed, 1),
             "device": str(self.device),
+            "processes": self.dp.world,
             "config": self.config.to_dict(),
         }
+
+    # ---- trackers ----------------------------------------------------------------------------------
+    def _start_trackers(self) -> None:
+        """Start the configured accelerate trackers (main process only)."""
+        if not self.config.trackers or not self.dp.is_main:
+            return
+        from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+
+        folder = Path(self.config.tracking_dir or self.output_dir / "tracking")
+        for name in self.config.trackers:
+            cls = LOGGER_TYPE_TO_CLASS[name]
+            try:
+                tracker = (
+                    cls(self.output_dir.name, folder)
+                    if cls.requires_logging_directory
+                    else cls(self.output_dir.name)
+                )
+                tracker.start()
+            except (ImportError, ModuleNotFoundError) as exc:
+                raise ConfigError(
+                    f"trackers: {name!r} cannot start ({exc}); install its package (tensorboard: "
+                    "pip install tensorboard) or remove it from trackers"
+                ) from None
+            tracker.store_init_configuration(_scalars(self.config.to_dict()))
+            self.trackers.append(tracker)
+
+    def _track(self, values: dict[str, Any], step: int, prefix: str) -> None:
+        if self.trackers:
+            flat = {f"{prefix}/{k}": v for k, v in _scalars(values).items()}
+            for tracker in self.trackers:
+                tracker.log(flat, step=step)
 
     # ---- training loop: one method per step ------------------------------------------------------------
     def train(self, resume: bool = False) -> dict[str, Any]:
@@ -466,23 +611,33 @@ class EvidentialTrainer:
         opt, sched = self._optimizer(model, total_steps)
         if resume:
             self._restore_optimizer(opt, sched)
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        if self.dp.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+        self._start_trackers()
         run = _Run(model, opt, sched, state, t0=time.perf_counter() - state["elapsed"])
-        with tqdm(
-            total=total_steps,
-            initial=state["global_step"],
-            disable=not self.progress,
-            desc="train",
-            unit="step",
-        ) as bar:
-            while state["epoch"] < cfg.epochs and not state["finished"]:
-                self._train_epoch(run, train, steps_per_epoch, bar)
-                self._end_epoch(run, val, len(train))
-        return self._finish(run, len(train), len(val))
+        try:
+            with tqdm(
+                total=total_steps,
+                initial=state["global_step"],
+                disable=not self.progress,
+                desc="train",
+                unit="step",
+            ) as bar:
+                while state["epoch"] < cfg.epochs and not state["finished"]:
+                    self._train_epoch(run, train, steps_per_epoch, bar)
+                    self._end_epoch(run, val, len(train))
+            return self._finish(run, len(train), len(val))
+        finally:
+            for tracker in self.trackers:
+                tracker.finish()
+            self.trackers = []
 
     def _start(self, resume: bool) -> tuple[EvidentialEvaluatorModel, dict[str, Any]]:
         """The model and the trainer state: fresh (seeded), or as ``last/`` left them when resuming."""
         out, last = self.output_dir, self.output_dir / "last"
+        if self.dp.is_main:
+            atomic_dir.recover(last)  # a run killed while it swapped last/ in leaves the previous one aside
+        self.dp.wait()
         if resume:
             if not (last / "trainer_state.json").is_file():
                 if (out / "best" / "learned_config.json").is_file():
@@ -500,6 +655,9 @@ class EvidentialTrainer:
             )
         torch.manual_seed(self.config.seed)
         model = EvidentialEvaluatorModel(self.config.model).to(self.device)
+        if self.dp.rank > 0:
+            # the same initial weights on every process, but each its own dropout
+            torch.manual_seed(self.config.seed + 7919 * self.dp.rank)
         state: dict[str, Any] = {
             "epoch": 0,
             "step_in_epoch": 0,
@@ -513,35 +671,54 @@ class EvidentialTrainer:
         return model, state
 
     def _restore_optimizer(self, opt, sched) -> None:
-        """Load the optimizer, scheduler and RNG states saved in ``last/`` (a resumed run replays exactly)."""
+        """Load the optimizer, scheduler, loss-scaler and RNG states saved in ``last/`` (a resumed run replays
+        exactly; with several processes each takes its own RNG state back)."""
         path = self.output_dir / "last" / "optimizer.pt"
         if not path.is_file():
             return
         saved = torch.load(path, map_location=self.device, weights_only=False)
         opt.load_state_dict(saved["optimizer"])
         sched.load_state_dict(saved["scheduler"])
-        torch.set_rng_state(saved["torch_rng"])
+        if self.scaler is not None and saved.get("scaler"):
+            self.scaler.load_state_dict(saved["scaler"])
+        rng = saved.get("rng_by_rank") or [{"torch": saved["torch_rng"], "cuda": None}]
+        if len(rng) != self.dp.world and self.dp.is_main:
+            print(
+                f"note: last/ was written by {len(rng)} process(es), this run has {self.dp.world}: the data "
+                "order and the weights continue exactly, the dropout draws do not",
+                file=sys.stderr,
+            )
+        mine = rng[self.dp.rank] if self.dp.rank < len(rng) else rng[0]
+        torch.set_rng_state(mine["torch"].cpu())
+        if mine.get("cuda") is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state(mine["cuda"].cpu(), self.device)
         random.setstate(
             tuple(saved["py_rng"][:1]) + (tuple(saved["py_rng"][1]),) + tuple(saved["py_rng"][2:])
         )
 
     def _save_last(self, run: _Run) -> None:
-        """Write the resumable state to ``last/`` without moving the RNG."""
+        """Write the resumable state to ``last/`` (main process) without moving any process's RNG."""
         run.state["elapsed"] = time.perf_counter() - run.t0
         rng = torch.get_rng_state()
-        save_checkpoint(
-            self.output_dir / "last",
-            run.model,
-            card={"note": "resumable state; the trained model is best/"},
-            trainer_state=run.state,
-            optimizer_state={
-                "optimizer": run.opt.state_dict(),
-                "scheduler": run.sched.state_dict(),
-                "torch_rng": rng,
-                "py_rng": random.getstate(),
-            },
-        )
+        cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        by_rank = self.dp.gather({"torch": rng, "cuda": cuda_rng})
+        if self.dp.is_main:
+            save_checkpoint(
+                self.output_dir / "last",
+                run.model,
+                card={"note": "resumable state; the trained model is best/"},
+                trainer_state=run.state,
+                optimizer_state={
+                    "optimizer": run.opt.state_dict(),
+                    "scheduler": run.sched.state_dict(),
+                    "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                    "torch_rng": rng,
+                    "rng_by_rank": by_rank,
+                    "py_rng": random.getstate(),
+                },
+            )
         torch.set_rng_state(rng)  # saving must not move the RNG: a resumed run replays the same dropout
+        self.dp.wait()
 
     def _train_epoch(self, run: _Run, train: list[QueryExample], steps_per_epoch: int, bar: Any) -> None:
         """The optimizer steps of the current epoch, from ``state["step_in_epoch"]`` on (seeded order)."""
@@ -556,24 +733,75 @@ class EvidentialTrainer:
             state["global_step"] += 1
             state["step_in_epoch"] = step + 1
             bar.update(1)
-            bar.set_postfix({k: f"{v.item():.3f}" for k, v in terms.items() if not k.startswith("_")})
+            shown = {k: float(v.detach()) for k, v in terms.items() if not k.startswith("_")}
+            bar.set_postfix({k: f"{v:.3f}" for k, v in shown.items()})
+            self._track({**shown, "lr": run.sched.get_last_lr()[-1]}, state["global_step"], "train")
             if state["global_step"] % cfg.save_every_steps == 0 and step + 1 < steps_per_epoch:
                 self._save_last(run)
 
     def _optimizer_step(
         self, run: _Run, batch: list[QueryExample], epoch_progress: float
     ) -> dict[str, torch.Tensor]:
-        """Losses of one batch, backward pass, gradient clipping and one optimizer + scheduler step."""
-        terms = self.losses(run.model, batch, epoch_progress=epoch_progress)
+        """Losses of one batch, backward pass(es), gradient sum over processes, gradient clipping and one
+        optimizer + scheduler step. Returns the batch's loss terms (summed over processes and passes)."""
+        params = [p for p in run.model.parameters() if p.requires_grad]
         run.opt.zero_grad(set_to_none=True)
-        terms["total"].backward()
+        if not self.dp.distributed and self.config.gradient_accumulation_steps == 1:
+            terms = self.losses(run.model, batch, epoch_progress=epoch_progress)
+            self._backward(terms["total"])
+        else:
+            terms = self._split_step(run.model, batch, epoch_progress)
+            self.dp.sum_gradients(params)
+        if self.scaler is not None:
+            self.scaler.unscale_(run.opt)
         if self.config.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(
-                [p for p in run.model.parameters() if p.requires_grad], self.config.grad_clip
-            )
-        run.opt.step()
+            torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        if self.scaler is not None:
+            self.scaler.step(run.opt)
+            self.scaler.update()
+        else:
+            run.opt.step()
         run.sched.step()
         return terms
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def _split_step(
+        self, model: EvidentialEvaluatorModel, batch: list[QueryExample], epoch_progress: float
+    ) -> dict[str, torch.Tensor]:
+        """This process's share of ``batch`` in ``gradient_accumulation_steps`` passes, each term normalised
+        by the whole batch's row counts (summed over processes); gradients accumulate in ``.grad``."""
+        share, position = self.dp.shard(batch)
+        accum = self.config.gradient_accumulation_steps
+        parts = [shard_bounds(len(share), accum, i) for i in range(accum)]
+        parts = [(a, b) for a, b in parts if b > a]
+        counts = sum(
+            (self.term_counts(model, share[a:b], epoch_progress, position + a) for a, b in parts),
+            torch.zeros(len(TERMS), dtype=torch.float64),
+        )
+        norms = dict(zip(TERMS, self.dp.sum(counts).tolist()))
+        logged = torch.zeros(len(TERMS) + 1, dtype=torch.float64)
+        for a, b in parts:
+            terms = self.losses(model, share[a:b], epoch_progress, norms=norms, position=position + a)
+            self._backward(terms["total"])
+            for j, key in enumerate((*TERMS, "total")):
+                if key in terms:
+                    logged[j] += float(terms[key].detach())
+        logged = self.dp.sum(logged)
+        present = [key for key in TERMS if norms[key] > 0 and self._term_on(key)]
+        out = {key: torch.tensor(float(logged[TERMS.index(key)])) for key in present}
+        out["total"] = torch.tensor(float(logged[-1]))
+        return out
+
+    def _term_on(self, key: str) -> bool:
+        cfg = self.config.loss
+        return {
+            "edl": cfg.edl_weight,
+            "query": cfg.query_weight,
+            "distill": cfg.distill_weight,
+            "span": cfg.span_weight,
+        }[key] > 0
 
     def _end_epoch(self, run: _Run, val: list[QueryExample], n_train: int) -> None:
         """Validate, log, keep the best model in ``best/``, apply early stopping and save ``last/``."""
@@ -582,19 +810,22 @@ class EvidentialTrainer:
         metrics = self.evaluate(run.model, val)
         metrics.update(epoch=epoch + 1, global_step=state["global_step"])
         state["history"].append(metrics)
-        with (self.output_dir / "log.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(metrics) + "\n")
+        self._track(metrics, state["global_step"], "validation")
+        if self.dp.is_main:
+            with (self.output_dir / "log.jsonl").open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(metrics) + "\n")
         if state["best_loss"] is None or metrics["loss"] < state["best_loss"]:
             state["best_loss"] = metrics["loss"]
             state["bad_epochs"] = 0
             state["best_metrics"] = metrics
             state["elapsed"] = time.perf_counter() - run.t0
-            save_checkpoint(
-                self.output_dir / "best",
-                run.model,
-                card=self._card(metrics, n_train, len(val), state["elapsed"]),
-                extra_files={"metrics.json": json.dumps(metrics, indent=2) + "\n"},
-            )
+            if self.dp.is_main:
+                save_checkpoint(
+                    self.output_dir / "best",
+                    run.model,
+                    card=self._card(metrics, n_train, len(val), state["elapsed"]),
+                    extra_files={"metrics.json": json.dumps(metrics, indent=2) + "\n"},
+                )
         else:
             state["bad_epochs"] += 1
         state["epoch"] = epoch + 1
@@ -614,8 +845,10 @@ class EvidentialTrainer:
             "train_queries": n_train,
             "validation_queries": n_val,
         }
-        write_json(self.output_dir / "metrics.json", result)
-        shutil.rmtree(self.output_dir / "last", ignore_errors=True)
+        if self.dp.is_main:
+            write_json(self.output_dir / "metrics.json", result)
+            shutil.rmtree(self.output_dir / "last", ignore_errors=True)
+        self.dp.wait()
         return result
 
 
@@ -628,6 +861,18 @@ class _Run:
     sched: torch.optim.lr_scheduler.LRScheduler
     state: dict[str, Any]
     t0: float
+
+
+def _scalars(values: dict[str, Any], prefix: str = "") -> dict[str, float | int | str | bool]:
+    """The scalar leaves of a nested mapping under dotted keys (what trackers accept)."""
+    out: dict[str, float | int | str | bool] = {}
+    for key, v in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(v, dict):
+            out.update(_scalars(v, f"{name}."))
+        elif isinstance(v, (bool, int, float, str)):
+            out[name] = v
+    return out
 
 
 def score_outcomes(

@@ -71,3 +71,19 @@ def test_loading_errors_say_what_is_missing(tmp_path):
     (tmp_path / "half" / "learned_config.json").write_text('{"encoder": 3}')
     with pytest.raises(ConfigError, match="model.encoder must be a model id or folder"):
         ck.load_learned_model(tmp_path / "half")
+
+
+def test_atomic_dir_recovers_a_swap_cut_short(tmp_path):
+    from training.learned.checkpoint import atomic_dir
+
+    target = tmp_path / "last"
+    with atomic_dir(target) as tmp:
+        (tmp / "state.json").write_text("1")
+    with atomic_dir(target) as tmp:
+        (tmp / "state.json").write_text("2")
+    assert (target / "state.json").read_text() == "2" and not (tmp_path / ".last.old").exists()
+    assert atomic_dir.recover(target) is False  # nothing to do
+    # killed between moving the previous folder aside and renaming the new one into place
+    os.replace(target, tmp_path / ".last.old")
+    assert atomic_dir.recover(target) is True
+    assert (target / "state.json").read_text() == "2" and not (tmp_path / ".last.old").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -173,3 +174,37 @@ def test_bad_config_is_one_line(tmp_path):
     )
     assert res.returncode == 2
     assert "data[].name must be 'annotated' or one of" in res.stderr
+
+
+def test_trackers_bf16_and_precision_errors(tiny_encoder, ramdocs, tmp_path):
+    """``trackers: [tensorboard]`` writes event files beside log.jsonl; ``mixed_precision: bf16`` trains on
+    CPU (encoder passes in bfloat16, losses in float32); fp16 without CUDA and an unknown tracker fail at
+    once with what to change."""
+    from tensorboardX.proto import event_pb2
+
+    cfg = load_train_config(
+        tiny_config(tiny_encoder, ramdocs, tmp_path, epochs=1, device="cpu"),
+        ["trackers=[tensorboard]", "mixed_precision=bf16"],
+    )
+    result = EvidentialTrainer(cfg, tmp_path / "run", progress=False).train()
+    assert math.isfinite(result["loss"]) and (tmp_path / "run" / "best" / "heads.safetensors").is_file()
+    events = list((tmp_path / "run" / "tracking").rglob("events.out.tfevents.*"))
+    assert events, "tensorboard wrote no event file"
+    tags = set()
+    for path in events:
+        data, pos = path.read_bytes(), 0
+        while pos < len(data):  # TFRecord framing: length, crc, payload, crc
+            n = int.from_bytes(data[pos : pos + 8], "little")
+            ev = event_pb2.Event.FromString(data[pos + 12 : pos + 12 + n])
+            tags.update(v.tag for v in ev.summary.value)
+            pos += 12 + n + 4
+    assert {"train/total", "train/lr", "validation/loss", "validation/ece"} <= tags
+    with pytest.raises(ConfigError, match="'fp16' needs a CUDA device"):
+        EvidentialTrainer(
+            load_train_config(
+                tiny_config(tiny_encoder, ramdocs, tmp_path, device="cpu"), ["mixed_precision=fp16"]
+            ),
+            tmp_path / "x",
+        )
+    with pytest.raises(ConfigError, match="unknown tracker 'tensorbored'"):
+        load_train_config(tiny_config(tiny_encoder, ramdocs, tmp_path), ["trackers=[tensorbored]"])
