@@ -6,8 +6,11 @@ data and call no model: they load without a key, and the page then sends the key
 from __future__ import annotations
 
 import hmac
+import json
 
 from fastapi.responses import JSONResponse
+
+from training.utils.io import loads_strict
 
 __all__ = ["OPENAI_ERROR_TYPES", "ApiKeyMiddleware", "BodyLimitMiddleware", "is_openai_path", "openai_error"]
 
@@ -52,6 +55,19 @@ def _public(scope: dict) -> bool:
     """The inspector page and its static files (no data, no model) load without a key."""
     path = scope.get("path", "")
     return scope.get("method") in ("GET", "HEAD") and (path == "/" or path.startswith("/inspector/"))
+
+
+def _non_json_number(body: bytes) -> str | None:
+    """What is wrong with a body that Python's JSON parser reads but JSON does not allow (``NaN``,
+    ``Infinity``, ``1e999``); ``None`` for valid JSON and for bodies that are malformed in another way (the
+    route's own 422 says where)."""
+    try:
+        loads_strict(body.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _header(scope: dict, name: bytes) -> list[bytes]:
@@ -145,6 +161,13 @@ class BodyLimitMiddleware:
                 return
             if not more:
                 break
+        if body and (problem := _non_json_number(bytes(body))):
+            # Python's parser (FastAPI's) reads NaN and Infinity, which JSON does not have: refused here,
+            # they would otherwise reach a record and fail its JSON response
+            await _refusal(scope, 422, f"request body is not valid JSON: {problem}", "invalid_request")(
+                scope, receive, send
+            )
+            return
         replayed = False
 
         async def replay():

@@ -305,6 +305,13 @@ def test_fuse_refuses_the_cached_evidence_like_evidential_fuse(template_server):
         assert r.status_code == 422 and needle in r.text, (body, r.text)
     r = httpx.post(f"{template_server}/fuse", json={"record": []}, timeout=60)
     assert r.status_code == 422
+    # Python reads Infinity and NaN, JSON has neither: refused before they reach a record (found by the
+    # request fuzzer: an infinite count made the re-fused record's JSON response fail with a 500)
+    bad = json.dumps({"record": {**rec, "output_counts": {"valid": 3, "failed": float("inf")}}})
+    for path in ("/fuse", "/v1/chat/completions"):
+        r = httpx.post(f"{template_server}{path}", content=bad, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "Infinity is not a JSON number" in r.text, (path, r.text)
+    assert "error" in r.json()  # the OpenAI path answers in its error shape
 
 
 def test_include_chunk_text_adds_the_texts_and_nothing_else(template_server):
