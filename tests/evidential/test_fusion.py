@@ -277,3 +277,15 @@ def test_cuda_matches_cpu():
     assert gpu.belief.is_cuda
     assert torch.allclose(gpu.belief.cpu(), cpu.belief, atol=1e-12)
     assert torch.allclose(gpu.uncertainty.cpu(), cpu.uncertainty, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_cuda_float32_and_gradcheck():
+    torch.manual_seed(3)
+    ev = torch.rand(64, 5, 8) * 10
+    cpu = fuse(opinions_from_evidence(ev))
+    gpu = fuse(opinions_from_evidence(ev.cuda()))
+    assert gpu.belief.dtype == torch.float32 and gpu.belief.is_cuda
+    assert torch.allclose(gpu.belief.cpu(), cpu.belief, atol=1e-5)
+    x = (torch.rand(2, 3, 4, dtype=F64, device="cuda") * 5).requires_grad_()
+    assert torch.autograd.gradcheck(lambda e: fuse(opinions_from_evidence(e)).uncertainty, (x,))

@@ -127,3 +127,16 @@ def test_stream_yields_the_greedy_text_of_generate_then_the_generation(smollm2):
     next(it)
     it.close()
     assert not any(t.name == "transformers-stream" for t in threading.enumerate())
+
+
+@pytest.mark.gpu
+def test_cuda_generation_matches_cpu(tmp_path, build_tiny_llama):
+    model = build_tiny_llama(tmp_path / "tiny-llm")
+    prompt = [{"role": "user", "content": "Who directed Baby Doll?"}]
+    out = {}
+    for device in ("cpu", "cuda"):
+        backend = load_backend(BackendConfig(name="transformers", model=str(model), device=device))
+        out[device] = backend.generate([prompt, prompt], GenerationConfig(max_tokens=4))
+        assert backend.passes == 1
+    assert str(next(backend.model.parameters()).device).startswith("cuda")
+    assert [o.text for o in out["cuda"]] == [o.text for o in out["cpu"]]  # greedy on a float32 model

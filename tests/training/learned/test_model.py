@@ -231,3 +231,24 @@ def test_tokenize_is_safe_from_concurrent_threads(model):
         results = list(pool.map(job, range(200)))
     assert all(r == [[0, 1]] for r in results[1::2])
     assert all(torch.equal(ids, expected) for ids in results[::2])
+
+
+@pytest.mark.gpu
+def test_cuda_bf16_forward_matches_cpu(tiny_encoder):
+    torch.manual_seed(0)
+    model = EvidentialEvaluatorModel(
+        LearnedModelConfig(encoder=str(tiny_encoder), max_length=64, head_hidden=16)
+    )
+    model.eval()
+    args = (
+        ["Who directed it?"] * 2,
+        ["Elia Kazan directed it.", "Franco Giraldi did."],
+        [["Kazan", "Giraldi"]] * 2,
+    )
+    with torch.no_grad():
+        cpu = model(*args)["evidence"]
+        model.cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            gpu = model(*args)["evidence"]
+    assert gpu.is_cuda and bool((gpu >= 0).all())
+    assert torch.allclose(gpu.float().cpu(), cpu, rtol=0.05, atol=0.05)  # bfloat16 keeps 8 bits of mantissa

@@ -208,3 +208,14 @@ def test_trackers_bf16_and_precision_errors(tiny_encoder, ramdocs, tmp_path):
         )
     with pytest.raises(ConfigError, match="unknown tracker 'tensorbored'"):
         load_train_config(tiny_config(tiny_encoder, ramdocs, tmp_path), ["trackers=[tensorbored]"])
+
+
+@pytest.mark.gpu
+def test_cuda_bf16_training(tiny_encoder, ramdocs, tmp_path):
+    cfg = load_train_config(
+        tiny_config(tiny_encoder, ramdocs, tmp_path, epochs=1, device="cuda"), ["mixed_precision=bf16"]
+    )
+    trainer = EvidentialTrainer(cfg, tmp_path / "run", progress=False)
+    result = trainer.train()
+    assert trainer.device.type == "cuda" and math.isfinite(result["loss"])
+    assert load_learned_model(tmp_path / "run", device="cpu").evidence_matrices(["Q?"], [["t"]], [["a"]])
