@@ -91,6 +91,8 @@ def distill_cmd(
             code=130,
         )
         return
+    if not report:  # another process of a data-parallel run: the main process reports
+        return
     a, s, t = report["agreement"], report["speed"], report["teacher"]
 
     def f(x, spec=".3f"):

@@ -64,7 +64,8 @@ from training.data.annotated import (
 )
 from training.learned.checkpoint import load_learned_model
 from training.trainer.config import DataSourceConfig, TrainConfig
-from training.trainer.trainer import EvidentialTrainer, load_training_rows
+from training.trainer.distributed import DataParallel
+from training.trainer.trainer import EvidentialTrainer, load_training_rows, training_device
 from training.utils.configio import apply_overrides, build_dataclass, check_fields, read_yaml_mapping
 from training.utils.io import atomic_write_text, write_json
 from training.utils.run_metadata import package_versions
@@ -692,10 +693,18 @@ def run_distillation(
     """
 
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
     tcfg, train_cfg = config.teacher, config.train
     command = command or " ".join(sys.argv)
     t_start = time.perf_counter()
+    # under `accelerate launch` the main process asks the teacher and writes the rows, every process
+    # trains the student (data parallel), and the main process writes the report
+    dp = DataParallel(cpu=training_device(train_cfg).type == "cpu")
+    rows_path = out / "distill_rows.jsonl"
+    if not dp.is_main:
+        dp.wait()  # the main process's teacher and rows
+        _train_student(train_cfg, rows_path, out, command, progress, resume)
+        return {}
+    out.mkdir(parents=True, exist_ok=True)
 
     # 1. teacher
     source = load_training_rows(train_cfg)
@@ -720,7 +729,8 @@ def run_distillation(
     rows, items, rstats = distilled_rows(queries, outputs, aligner, tcfg.use_labels)
     if not rows:
         raise DistillError("the teacher found no claim in any query: nothing to distil")
-    rows_path = write_annotated(out / "distill_rows.jsonl", rows)
+    write_annotated(rows_path, rows)
+    dp.wait()
 
     # 3. student
     device, training = _train_student(train_cfg, rows_path, out, command, progress, resume)

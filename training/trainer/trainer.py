@@ -65,6 +65,7 @@ __all__ = [
     "prepare_examples",
     "score_outcomes",
     "span_targets",
+    "training_device",
 ]
 
 
@@ -132,6 +133,13 @@ def expected_route(ex: QueryExample) -> str:
     if len(gold_hit) > 1:
         return "conflict"
     return "direct" if gold_hit else "conflict"
+
+
+def training_device(config: TrainConfig) -> torch.device:
+    """The device ``config.device`` names (``auto``: CUDA when present, else the CPU)."""
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(config.device)
 
 
 def load_training_rows(config: TrainConfig) -> list[AnnotatedChunk]:
@@ -269,10 +277,7 @@ class EvidentialTrainer:
         self.config = config
         self.output_dir = Path(output_dir)
         self.command = command or " ".join(sys.argv)
-        if config.device == "auto":
-            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        else:
-            device = torch.device(config.device)
+        device = training_device(config)
         self.dp = DataParallel(cpu=device.type == "cpu")
         # several processes: each takes the device accelerate assigned it (cuda:<local rank>, or the CPU)
         self.device = self.dp.device if self.dp.distributed and device.type != "cpu" else device

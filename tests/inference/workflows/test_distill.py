@@ -303,3 +303,31 @@ def test_cli_distills_unannotated_chunks_with_the_learned_teacher(ramdocs, tiny_
     # a bad flag is one line, exit 2
     bad = runner.invoke(app, ["distill", "--data", str(tmp_path / "none.jsonl"), "--output", str(out)])
     assert bad.exit_code == 2 and "no such file" in bad.output
+
+
+def test_distill_under_accelerate_launch_asks_the_teacher_once(ramdocs, tiny_encoder, tmp_path):
+    """Two gloo processes: the main one asks the teacher and writes the rows and the report, both train
+    the student data-parallel (each teacher output is in the cache once, the student card says 2)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "-m", "inference.cli", "distill", "--teacher", "learned", "--data", str(ramdocs), "--limit", "4",
+        "--output", str(out), "--set=teacher.timing_queries=0", *_student(tiny_encoder),
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        cmd, env=env, cwd=Path(__file__).resolve().parents[3], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("agreement on") == 1  # one report, from the main process
+    teacher_rows = _rows(out / "teacher.jsonl")
+    assert len(teacher_rows) == 8 and len({(r["query"], r["chunk_index"]) for r in teacher_rows}) == 8
+    report = json.loads((out / "distill_report.json").read_text())
+    assert report["teacher"]["computed_queries"] == 4
+    assert json.loads((out / "best" / "model_card.json").read_text())["processes"] == 2
