@@ -146,9 +146,10 @@ def test_kill_mid_epoch_and_resume(tiny_encoder, ramdocs, tmp_path):
     state = json.loads(state_file.read_text())
     assert state["global_step"] >= killed_at and not state["finished"]
     load_learned_model(out / "last", trainable=True)
-    # without --resume the command refuses to clobber the unfinished run
-    refused = subprocess.run(_train_cmd(cfg_path, out), env=env, capture_output=True, text=True)
-    assert refused.returncode == 2 and "pass --resume" in refused.stderr
+    # without --resume training refuses to clobber the unfinished run (the CLI's exit code 2 for a
+    # ConfigError is tested in test_bad_config_is_one_line)
+    with pytest.raises(ConfigError, match="pass --resume"):
+        EvidentialTrainer(load_train_config(cfg_path), out, progress=False).train()
     done = subprocess.run(_train_cmd(cfg_path, out, "--resume"), env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     resumed = json.loads((out / "metrics.json").read_text())
