@@ -1,6 +1,7 @@
 """The benchmark runs end to end (tiny sizes; no timing is asserted: speed claims live in bench/)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,22 @@ def test_soak_benchmark_short_form():
     assert rep["by_kind"]["oversized"].keys() == {"413"} and set(rep["by_kind"]["broken"]) <= {"400", "422"}
     assert len(rep["rss_mib"]) >= 4 and rep["p99_ms"] >= rep["p50_ms"] > 0
     assert isinstance(rep["rss_slope_mib_per_min"], float)
+
+
+def test_index_scale_benchmark_smoke():
+    """bench/index_scale.py on 3000 × 64-d vectors, in one process: every type built, read and memory-mapped,
+    recall against exact search, the markdown table and the JSON line."""
+    types = ["Flat", "HNSW16", "IVF16,Flat", "IVF16,PQ8x4np"]
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "index_scale.py"), "--vectors", "3000", "--dim", "64",
+         "--types", ";".join(types), "--queries", "20", "--train-size", "1000", "--nprobe", "16", "--in-process"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = {r["type"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])["rows"]}
+    assert list(rows) == types and all(r["invalid_ids"] == 0 for r in rows.values())
+    assert rows["Flat"]["recall"] == 1.0 and rows["IVF16,Flat"]["recall"] >= 0.99  # nprobe = nlist: exact
+    assert rows["IVF16,PQ8x4np"]["disk_mib"] < rows["Flat"]["disk_mib"] / 4
+    assert rows["IVF16,Flat"]["mmap_read"] == "inverted lists (IO_FLAG_MMAP)"
+    assert rows["HNSW16"]["params"] == {"efSearch": 64} and rows["IVF16,Flat"]["params"] == {"nprobe": 16}
+    assert "| `IVF16,PQ8x4np` |" in out.stdout and "(1×)" in out.stdout

@@ -68,6 +68,13 @@ def index_cmd(
     t.add_row("chunking", f"{cfg.retrieval.chunk_tokens} tokens, overlap {cfg.retrieval.chunk_overlap}")
     t.add_row("embedder", f"{meta['embedder']} ({meta['dim']}-d)")
     t.add_row("query instruction", repr(meta["query_instruction"]))
+    trained = meta.get("index_training")
+    size = f"{meta['faiss_bytes'] / 2**20:,.1f} MiB" if "faiss_bytes" in meta else "size not recorded"
+    t.add_row(
+        "FAISS index",
+        f"{meta.get('index_type') or 'Flat'} ({size}"
+        + (f", trained on {trained['vectors']:,} vectors in {trained['seconds']:.1f}s)" if trained else ")"),
+    )
     if meta["resumed_from_shard"] is not None:
         t.add_row("resumed from shard", str(meta["resumed_from_shard"]))
     rate = f", {meta['chunks_per_s']} chunks/s" if meta["chunks_per_s"] else ""

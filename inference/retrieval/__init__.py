@@ -20,7 +20,6 @@ from inference.retrieval.models import (
     Embedder,
     Reranker,
     default_query_instruction,
-    import_flagembedding,
 )
 from inference.retrieval.rank_fusion import reciprocal_rank_fusion
 from inference.retrieval.retrievers import (
@@ -54,7 +53,6 @@ __all__ = [
     "default_query_instruction",
     "documents_from_row",
     "html_to_text",
-    "import_flagembedding",
     "iter_documents",
     "load_index",
     "looks_like_html",

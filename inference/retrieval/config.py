@@ -7,6 +7,8 @@ they are used. Every field documents itself (``metadata["help"]``) and a bad val
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,20 +20,70 @@ from training.utils.configio import check_fields
 __all__ = [
     "BACKEND_NAMES",
     "DEFAULT_EMBEDDER",
+    "FLAGEMBEDDING_REMOVED",
     "HTML_MODES",
     "RETRIEVERS",
     "RetrievalConfig",
     "RetrievalModels",
     "RetrievalSettings",
+    "check_factory_syntax",
+    "faiss_reason",
 ]
 
-BACKEND_NAMES = ("sentence-transformers", "flagembedding")
+BACKEND_NAMES = ("sentence-transformers",)
 HTML_MODES = ("auto", "always", "never")
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
+FLAGEMBEDDING_REMOVED = (
+    "retrieval.backend=flagembedding: FlagEmbedding support was removed because FlagEmbedding 1.4.2 does not "
+    "import with transformers 5; BGE embedders and rerankers (e.g. BAAI/bge-m3, BAAI/bge-reranker-v2-m3) load "
+    "through sentence-transformers, which is what runs: set retrieval.backend=sentence-transformers (the "
+    "default) or delete the line"
+)
 
 # name -> factory(handle, retrieval_config, embedder) -> Retriever; filled by inference.retrieval.retrievers.
 # It lives here so that the config validates ``retrieval.retriever`` without importing the retrievers.
 RETRIEVERS: Registry[Callable[..., Any]] = Registry("retriever")
+
+
+def _positive_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _is_search_params(v: Any) -> bool:
+    return isinstance(v, dict) and all(
+        isinstance(k, str) and k.strip() and _positive_number(x) for k, x in v.items()
+    )
+
+
+def faiss_reason(exc: Exception) -> str:
+    """The useful part of a FAISS C++ error (``... at index_factory.cpp:1228: could not parse ...``)."""
+    text = " ".join(str(exc).split())
+    match = re.search(r"\.(?:cpp|h):\d+: (?:Error: '.*?' failed: )?(.*)$", text)
+    return (match.group(1) if match else text).strip()
+
+
+def check_factory_syntax(spec: str) -> None:
+    """Refuse a ``retrieval.index_type`` FAISS cannot parse (checked at config load, without a corpus).
+
+    Whether a string fits the embedder's dimension (``PQ<M>`` needs M to divide it) is checked when the
+    index is built and the dimension is known.
+
+    Raises:
+        ConfigError: FAISS's factory cannot parse ``spec``, naming the field and valid examples.
+    """
+    import faiss
+
+    try:
+        faiss.index_factory(384, spec, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as exc:
+        reason = faiss_reason(exc)
+        if "could not parse" in reason or "not recognized" in reason:
+            raise ConfigError(
+                f"retrieval.index_type={spec!r} is not a FAISS index factory string ({reason}); use one such as "
+                "Flat, HNSW32, IVF1024,PQ32, IVF256,Flat or OPQ16,IVF1024,PQ16 "
+                "(https://github.com/facebookresearch/faiss/wiki/The-index-factory)"
+            ) from None
+        # anything else depends on the dimension (e.g. PQ's M must divide it): checked at build time
 
 
 @dataclass
@@ -49,8 +101,9 @@ class RetrievalConfig:
     backend: str = field(
         default="sentence-transformers",
         metadata={
-            "help": "Library that runs the embedder and reranker: 'sentence-transformers' or 'flagembedding' "
-            "(optional extra; FlagEmbedding 1.4.2 does not import with transformers 5.x).",
+            "help": "Library that runs the embedder and reranker: 'sentence-transformers' (SentenceTransformer / "
+            "CrossEncoder, which also load the BGE models, e.g. BAAI/bge-m3 and BAAI/bge-reranker-v2-m3). "
+            "FlagEmbedding support was removed: its 1.4.2 release does not import with transformers 5.",
             "choices": BACKEND_NAMES,
         },
     )
@@ -74,6 +127,52 @@ class RetrievalConfig:
             "help": "Chunks embedded per shard while indexing: each shard is written to disk before the next "
             "starts (a killed build resumes from the last complete shard; memory holds one shard).",
             "range": (1, None),
+        },
+    )
+    index_type: str = field(
+        default="Flat",
+        metadata={
+            "help": "FAISS index over the chunk embeddings, as a faiss.index_factory string (inner product): "
+            "'Flat' (exact, 4·dim bytes a vector), 'HNSW32' (graph: fast, a little more memory than Flat), "
+            "'IVF256,Flat' (inverted lists, exact vectors), 'IVF1024,PQ32' (inverted lists + 32-byte product "
+            "codes), 'OPQ16,IVF1024,PQ16' (rotated, 16-byte codes), 'PQ32', 'SQ8'. Types that need training "
+            "are trained on index_train_size sampled vectors; append np to a PQ part (IVF1024,PQ32np) to skip "
+            "FAISS's slow polysemous training (it only helps the ht search parameter). An index is searched "
+            "with the type it was built with (a different value here is refused when it is loaded).",
+            "must": "be a FAISS index factory string such as Flat, HNSW32, IVF1024,PQ32, IVF256,Flat or "
+            "OPQ16,IVF1024,PQ16",
+        },
+    )
+    index_train_size: int = field(
+        default=100_000,
+        metadata={
+            "help": "Vectors that train an index_type that needs training (IVF, PQ, OPQ, SQ): a random "
+            "sample of the corpus's embeddings (seeded by the run config's seed), or all of them when the "
+            "corpus is smaller. IVF<nlist> needs at least nlist (FAISS advises 30-256 × nlist) and 8-bit PQ "
+            "at least 256 (advised 9984); memory: index_train_size × dim × 4 bytes while training.",
+            "range": (1, None),
+        },
+    )
+    index_search: dict[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Search-time parameters of the FAISS index, set through faiss.ParameterSpace: nprobe "
+            "(IVF: inverted lists visited per query, up to nlist; FAISS's default 1 has low recall), "
+            "efSearch (HNSW: candidate list depth; default 16), quantizer_efSearch, max_codes, ht; e.g. "
+            "{nprobe: 32}. The values of the config that built an index are saved in it; at search time these "
+            "override them ({} = as saved, else FAISS's defaults). A parameter the type lacks is an error.",
+            "check": _is_search_params,
+            "must": "be a mapping of FAISS search parameter names to positive numbers, e.g. {nprobe: 32} "
+            "or {efSearch: 64}",
+        },
+    )
+    index_mmap: bool = field(
+        default=False,
+        metadata={
+            "help": "Memory-map index.faiss instead of reading it into memory: the OS pages it in from disk "
+            "as searches touch it. IVF types map their inverted lists (faiss.IO_FLAG_MMAP); Flat, PQ, SQ "
+            "and HNSW map their codes and graph (faiss.IO_FLAG_MMAP_IFC); what FAISS cannot map (e.g. "
+            "quantizer centroids, OPQ matrices) is read into memory as usual.",
         },
     )
     rrf_k: int = field(
@@ -134,7 +233,12 @@ class RetrievalConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.backend == "flagembedding":
+            raise ConfigError(FLAGEMBEDDING_REMOVED)
         check_fields(self, "retrieval")
+        self.index_type = self.index_type.strip()
+        if self.index_type != "Flat":
+            check_factory_syntax(self.index_type)
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ConfigError(
                 f"retrieval.chunk_overlap must be an integer in [0, chunk_tokens={self.chunk_tokens}); "

@@ -2,20 +2,32 @@
 
 An index folder holds:
 
-* ``index.faiss`` — FAISS ``IndexFlatIP`` over L2-normalized chunk embeddings (inner product = cosine);
+* ``index.faiss`` — a FAISS inner-product index over L2-normalized chunk embeddings (inner product = cosine)
+  of the type ``retrieval.index_type`` names (a ``faiss.index_factory`` string: ``Flat`` — exact, the
+  default —, ``HNSW32``, ``IVF1024,PQ32``, ...);
 * ``chunks.jsonl`` — one line per chunk, in index order: ``id`` (``<doc_id>#<n>``), ``text``, ``source``, ``doc_id``;
 * ``bm25/`` — a bm25s index over the same chunks (``bm25s.BM25.save``) plus its tokenizer vocabulary;
-* ``meta.json`` — counts, embedder name / path / dim / query instruction, timings, library versions and the full
-  run config that built it.
+* ``meta.json`` — counts, embedder name / path / dim / query instruction, the index type (``index_type``; an
+  index written before it was recorded is a ``Flat`` one) and its training sample, timings, library versions
+  and the full run config that built it.
 
 **Build** (:func:`build_index`): everything is written into a work folder next to the output
 (``.<name>.building``). Stage 1 streams the corpus, chunks each document by tokens of the embedder's tokenizer
 and appends the chunks to ``chunks.jsonl``; stage 2 embeds the chunks in shards of ``retrieval.shard_size``:
 each shard is saved atomically (``shard_00012.npy``) and recorded in ``progress.json`` before the next one
 starts, and added to the FAISS index as it is produced (memory holds the FAISS index and one shard, never all
-embeddings twice); stage 3 builds BM25. A killed build resumes (``resume=True``) from the last complete shard
+embeddings twice). An index type that needs training (IVF, PQ, OPQ, SQ) is instead trained once every shard is
+on disk, on ``retrieval.index_train_size`` vectors sampled with the run config's seed, and then filled shard by
+shard from disk. Stage 3 builds BM25. A killed build resumes (``resume=True``) from the last complete shard
 when the corpus and the settings are unchanged. Only a finished index is moved to the output path: a failed
-build leaves a previous good index there untouched.
+build leaves a previous good index there untouched. ``index_type`` is checked (FAISS builds an empty index of
+it for the embedder's dimension) before anything is embedded, and a type whose training needs more vectors
+than the corpus has is refused right after chunking.
+
+**Load** (:func:`load_index`): given the run config, the recorded ``index_type`` must equal
+``retrieval.index_type`` (or the load is refused, saying how to rebuild or what to set);
+``retrieval.index_search`` (``nprobe``, ``efSearch``) is applied through ``faiss.ParameterSpace`` and
+``retrieval.index_mmap`` memory-maps ``index.faiss`` where FAISS can (see :meth:`IndexHandle.faiss_index`).
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ import numpy as np
 
 from evidential.errors import ConfigError
 from inference.io import write_json
-from inference.retrieval.config import RetrievalSettings
+from inference.retrieval.config import RetrievalSettings, faiss_reason
 from inference.retrieval.corpus import CorpusSource, dumps_chunk, iter_documents, open_corpus
 from inference.retrieval.models import Embedder
 from inference.retrieval.text import chunk_text
@@ -41,7 +53,18 @@ from inference.types import Chunk, DataError
 from training.utils.configio import to_dict
 from training.utils.run_metadata import package_versions
 
-__all__ = ["INDEX_FORMAT", "IndexHandle", "build_index", "load_index", "work_dir"]
+__all__ = [
+    "FLAT",
+    "INDEX_FORMAT",
+    "IndexHandle",
+    "apply_search_params",
+    "build_index",
+    "factory_index",
+    "load_index",
+    "mmap_flag",
+    "training_needs",
+    "work_dir",
+]
 
 # the packages whose versions an index's meta.json records
 INDEX_PACKAGES = (
@@ -62,6 +85,95 @@ BM25_DIR = "bm25"
 META_FILE = "meta.json"
 PROGRESS_FILE = "progress.json"
 BM25_STOPWORDS = "en"
+FLAT = "Flat"  # the index type of an index whose meta.json records none (written before index_type existed)
+INDEX_EXAMPLES = "Flat, HNSW32, IVF1024,PQ32, IVF256,Flat or OPQ16,IVF1024,PQ16"
+
+
+def factory_index(spec: str, dim: int):
+    """An empty FAISS inner-product index of factory string ``spec`` for ``dim``-d vectors.
+
+    Raises:
+        ConfigError: FAISS refuses ``spec`` for this dimension (a string it cannot parse, or e.g. ``PQ<M>``
+            with an M that does not divide ``dim``), naming ``retrieval.index_type`` and what to use.
+    """
+    import faiss
+
+    try:
+        return faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"retrieval.index_type={spec!r} does not give a FAISS index for the embedder's {dim}-d vectors "
+            f"({faiss_reason(exc)}); use a factory string such as {INDEX_EXAMPLES}, with a PQ/OPQ M that "
+            f"divides {dim}"
+        ) from None
+
+
+def training_needs(index) -> list[tuple[str, int]]:
+    """``(part, n)`` for each trained part of a FAISS index: the fewest training vectors it accepts.
+
+    IVF<nlist> clusters into nlist lists, a product quantizer into ``2**nbits`` centroids per sub-vector
+    (OPQ trains one with 256); k-means needs at least as many points as centroids.
+    """
+    import faiss
+
+    needs: list[tuple[str, int]] = []
+    todo = [index]
+    while todo:
+        ix = todo.pop()
+        if isinstance(ix, faiss.IndexPreTransform):
+            for j in range(ix.chain.size()):
+                vt = faiss.downcast_VectorTransform(ix.chain.at(j))
+                if isinstance(vt, faiss.OPQMatrix):
+                    needs.append((f"OPQ{vt.M}", 256))
+            todo.append(faiss.downcast_index(ix.index))
+            continue
+        if isinstance(ix, faiss.IndexIVF):
+            needs.append((f"IVF{ix.nlist}", int(ix.nlist)))
+        pq = getattr(ix, "pq", None)
+        if isinstance(pq, faiss.ProductQuantizer):
+            needs.append((f"PQ{pq.M}x{pq.nbits}", int(pq.ksub)))
+        storage = getattr(ix, "storage", None)  # HNSW over PQ / SQ codes
+        if storage is not None:
+            todo.append(faiss.downcast_index(storage))
+    return needs
+
+
+def apply_search_params(index, params: dict[str, float], index_type: str) -> None:
+    """Set ``retrieval.index_search`` (``{"nprobe": 32}``, ``{"efSearch": 64}``) through faiss.ParameterSpace.
+
+    Raises:
+        ConfigError: A parameter this index type does not have, naming ``retrieval.index_search.<name>``.
+    """
+    if not params:
+        return
+    import faiss
+
+    space = faiss.ParameterSpace()
+    for name, value in params.items():
+        try:
+            space.set_index_parameter(index, name, float(value))
+        except RuntimeError:
+            raise ConfigError(
+                f"retrieval.index_search.{name}: index type {index_type!r} has no search parameter {name!r} "
+                "(nprobe applies to IVF types, efSearch to HNSW, quantizer_efSearch to IVF over an HNSW "
+                "quantizer); remove it or change retrieval.index_type"
+            ) from None
+
+
+def mmap_flag(index_type: str, dim: int) -> tuple[int, str]:
+    """The ``faiss.read_index`` flag that memory-maps an index of this type, and what it maps.
+
+    IVF types: ``IO_FLAG_MMAP`` (their inverted lists, the bulk of the index); anything else:
+    ``IO_FLAG_MMAP_IFC`` (the codes of Flat / PQ / SQ, HNSW's vectors and graph; parts it cannot map are
+    read into memory); ``0`` (a normal read) with a FAISS that has neither.
+    """
+    import faiss
+
+    if faiss.try_extract_index_ivf(factory_index(index_type, dim)) is not None:
+        return faiss.IO_FLAG_MMAP, "inverted lists (IO_FLAG_MMAP)"
+    if hasattr(faiss, "IO_FLAG_MMAP_IFC"):
+        return faiss.IO_FLAG_MMAP_IFC, "codes (IO_FLAG_MMAP_IFC)"
+    return 0, "nothing (this FAISS cannot map it: read into memory)"
 
 
 def work_dir(output: str | Path) -> Path:
@@ -209,7 +321,10 @@ def build_index(
     Raises:
         DataError: A missing or bad corpus (naming file, line and field), an empty corpus, or an ``output``
             that exists and is not an index.
-        ConfigError: The embedder cannot be loaded, or ``retrieval.chunk_tokens`` exceeds what it accepts.
+        ConfigError: The embedder cannot be loaded, ``retrieval.chunk_tokens`` exceeds what it accepts,
+            ``retrieval.index_type`` gives no FAISS index for its dimension, ``retrieval.index_search`` names
+            a parameter that index lacks, or the type needs more training vectors than the corpus has
+            chunks (or than ``retrieval.index_train_size``).
     """
     import faiss
 
@@ -220,13 +335,19 @@ def build_index(
     source = open_corpus(corpus)
     t0 = time.perf_counter()
     embedder = _checked_embedder(cfg, embedder)
+    index = factory_index(rcfg.index_type, embedder.dim)  # a bad type fails before anything is embedded
+    apply_search_params(index, rcfg.index_search, rcfg.index_type)
+    seed = int(getattr(cfg, "seed", 0) or 0)
     work = work_dir(out)
-    progress = _open_progress(work, _fingerprint(source, embedder, rcfg), resume)
-    resumed_from = progress.get("shards_done", 0) if "n_chunks" in progress else None
+    fingerprint = _fingerprint(source, embedder, rcfg)
+    progress = _open_progress(work, fingerprint, resume)
     if progress.get("complete"):  # finished, but stopped before it was moved into place
         meta = json.loads((work / META_FILE).read_text(encoding="utf-8"))
-        _finish(work, out)
-        return meta
+        if meta.get("index_type", FLAT) == rcfg.index_type:
+            _finish(work, out)
+            return meta
+        progress = _open_progress(work, fingerprint, resume=False)  # its shards are gone: start over
+    resumed_from = progress.get("shards_done", 0) if "n_chunks" in progress else None
 
     # stage 1: chunks
     if "n_chunks" not in progress:
@@ -239,10 +360,16 @@ def build_index(
         raise DataError(
             f"corpus {source.spec}: no text to index ({progress['n_documents']} documents, all empty)"
         )
-    # stage 2: embeddings, shard by shard, added to FAISS as they come
+    n_train = _training_size(index, rcfg, n_chunks)  # too few vectors fails before anything is embedded
+    # stage 2: embeddings, shard by shard, added to FAISS as they come (after training for IVF / PQ / ...)
     t_embed = time.perf_counter()
-    index, embedded = _embed_shards(work, progress, embedder, rcfg, show_progress, on_shard)
+    embedded = _embed_shards(work, progress, embedder, rcfg, show_progress, on_shard, index)
     embed_s = time.perf_counter() - t_embed
+    training = None
+    if not index.is_trained:
+        t_train = time.perf_counter()
+        _train_and_fill(index, work, n_chunks, rcfg, n_train, seed, show_progress)
+        training = {"vectors": n_train, "seed": seed, "seconds": round(time.perf_counter() - t_train, 3)}
     # stage 3: BM25
     _build_bm25(work, show_progress)
     faiss.write_index(index, str(work / f".{FAISS_FILE}.tmp"))
@@ -258,7 +385,11 @@ def build_index(
         "resumed_from_shard": resumed_from,
         **embedder.describe(),
         "metric": "inner_product (cosine of L2-normalized vectors)",
+        "index_type": rcfg.index_type,
+        "index_search": dict(rcfg.index_search),
         "faiss_index": type(index).__name__,
+        "faiss_bytes": (work / FAISS_FILE).stat().st_size,
+        "index_training": training,
         "bm25": {"library": "bm25s", "method": "lucene", "k1": 1.5, "b": 0.75, "stopwords": BM25_STOPWORDS},
         "timings_s": {"total": round(total_s, 3), "embedding": round(embed_s, 3)},
         "chunks_embedded": embedded,
@@ -333,6 +464,64 @@ def _open_progress(work: Path, fingerprint: dict[str, Any], resume: bool) -> dic
     return progress
 
 
+def _training_size(index: Any, rcfg: Any, n_chunks: int) -> int:
+    """How many vectors train ``index`` (0 when it needs no training), refusing too few with the numbers."""
+    if index.is_trained:
+        return 0
+    n = min(rcfg.index_train_size, n_chunks)
+    needs = training_needs(index)
+    part, need = max(needs, key=lambda p: p[1]) if needs else ("it", 1)
+    if n_chunks < need:
+        raise ConfigError(
+            f"retrieval.index_type={rcfg.index_type!r}: {part} needs at least {need} training vectors but the "
+            f"corpus has only {n_chunks} chunk{'s' if n_chunks != 1 else ''}; use Flat (exact; the right choice below about a million "
+            f"chunks) or a smaller type (IVF<nlist> with nlist <= {max(1, n_chunks // 39)}, FAISS's 39 "
+            "vectors per list)"
+        )
+    if n < need:
+        raise ConfigError(
+            f"retrieval.index_train_size={rcfg.index_train_size} is too few for retrieval.index_type="
+            f"{rcfg.index_type!r}: {part} needs at least {need} training vectors; set it to {need} or more "
+            f"(the corpus has {n_chunks} chunks)"
+        )
+    return n
+
+
+def _training_sample(work: Path, n_chunks: int, shard_size: int, n: int, seed: int) -> np.ndarray:
+    """``n`` embeddings drawn without replacement (seeded) from the shards on disk, in index order."""
+    picks = np.sort(np.random.default_rng(seed).choice(n_chunks, size=n, replace=False))
+    shard_of = picks // shard_size
+    parts = []
+    for i in np.unique(shard_of):
+        rows = picks[shard_of == i] - i * shard_size
+        parts.append(np.asarray(np.load(_shard_path(work, int(i)), mmap_mode="r")[rows], dtype=np.float32))
+    return np.ascontiguousarray(np.concatenate(parts))
+
+
+def _train_and_fill(
+    index: Any, work: Path, n_chunks: int, rcfg: Any, n_train: int, seed: int, show_progress: bool
+) -> None:
+    """Train ``index`` on a seeded sample of the saved shards, then add every shard (one in memory at a time)."""
+    from tqdm.auto import tqdm
+
+    sample = _training_sample(work, n_chunks, rcfg.shard_size, n_train, seed)
+    try:
+        index.train(sample)
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"retrieval.index_type={rcfg.index_type!r}: FAISS could not train it on {n_train} vectors "
+            f"({faiss_reason(exc)}); raise retrieval.index_train_size or choose a smaller type"
+        ) from None
+    del sample
+    n_shards = -(-n_chunks // rcfg.shard_size)
+    with tqdm(total=n_chunks, desc="filling the index", unit="chunk", disable=not show_progress) as bar:
+        for i in range(n_shards):
+            vecs = np.load(_shard_path(work, i))
+            index.add(vecs)
+            bar.update(len(vecs))
+            del vecs
+
+
 def _embed_shards(
     work: Path,
     progress: dict[str, Any],
@@ -340,15 +529,16 @@ def _embed_shards(
     rcfg: Any,
     show_progress: bool,
     on_shard: Callable[[int, int], None] | None,
-) -> tuple[Any, int]:
-    """Embed the chunks shard by shard (shards saved by an earlier run are reused) into a FAISS inner-product
-    index; returns ``(index, chunks embedded now)``."""
-    import faiss
+    index: Any,
+) -> int:
+    """Embed the chunks shard by shard (shards saved by an earlier run are reused), adding each to ``index``
+    when it needs no training (a trained type is filled from the shards after training); returns the
+    number of chunks embedded now."""
     from tqdm.auto import tqdm
 
     n_chunks = progress["n_chunks"]
     n_shards = -(-n_chunks // rcfg.shard_size)
-    index = faiss.IndexFlatIP(embedder.dim)
+    add_now = index.is_trained
     embedded = 0
     rows = _iter_chunk_rows(work / CHUNKS_FILE)
     with tqdm(total=n_chunks, desc="embedding chunks", unit="chunk", disable=not show_progress) as bar:
@@ -370,9 +560,10 @@ def _embed_shards(
                 write_json(work / PROGRESS_FILE, progress)
                 if on_shard is not None:
                     on_shard(i, n_shards)
-            index.add(vecs)
+            if add_now:
+                index.add(vecs)
             del vecs
-    return index, embedded
+    return embedded
 
 
 @dataclass
@@ -383,6 +574,9 @@ class IndexHandle:
         path: The index folder.
         meta: ``meta.json``.
         ids, texts, sources, doc_ids: Per-chunk columns in index order.
+        mmap: Memory-map ``index.faiss`` when it is read (``retrieval.index_mmap``; see :meth:`configure`).
+        search_params: FAISS search parameters applied after reading (``retrieval.index_search``).
+        read_mode: How ``index.faiss`` was read (``None`` until it is): ``"read"`` or ``"mmap: <what>"``.
     """
 
     path: Path
@@ -391,6 +585,9 @@ class IndexHandle:
     texts: list[str]
     sources: list[str]
     doc_ids: list[str]
+    mmap: bool = False
+    search_params: dict[str, float] = field(default_factory=dict)
+    read_mode: str | None = None
     _faiss: Any = field(default=None, repr=False)
     _bm25: Any = field(default=None, repr=False)
     _positions: dict[str, int] | None = field(default=None, repr=False)
@@ -409,17 +606,64 @@ class IndexHandle:
         return Chunk(self.ids[i], self.texts[i], self.sources[i], rank, float(score))
 
     @property
+    def index_type(self) -> str:
+        """The FAISS factory string the index was built with (``Flat`` when ``meta.json`` records none)."""
+        return self.meta.get("index_type") or FLAT
+
+    def configure(self, rcfg: Any) -> IndexHandle:
+        """Check a ``retrieval`` config section against this index and take its search-time settings.
+
+        ``rcfg.index_type`` must be the recorded type; ``rcfg.index_search`` is checked against that type
+        and applied when the FAISS index is read (now, if it already was); ``rcfg.index_mmap`` chooses how
+        it is read. Returns ``self``.
+
+        Raises:
+            ConfigError: A different ``index_type`` (naming both, how to rebuild and what to set), or a
+                search parameter the type does not have.
+        """
+        recorded = self.index_type
+        if rcfg.index_type != recorded:
+            raise ConfigError(
+                f"retrieval.index_type is {rcfg.index_type!r} but the index at {self.path} was built as "
+                f"{recorded!r} ({META_FILE} index_type); rebuild it with `evidential-rag index --corpus FILE "
+                f"--output {self.path} --set retrieval.index_type={rcfg.index_type}` or set "
+                f"retrieval.index_type={recorded} in the config (or --set retrieval.index_type={recorded})"
+            )
+        params = dict(rcfg.index_search)
+        if params:
+            apply_search_params(factory_index(recorded, int(self.meta["dim"])), params, recorded)
+        if self._faiss is not None and (bool(rcfg.index_mmap) != self.mmap or params != self.search_params):
+            self._faiss = None  # read again with the new settings (FAISS has no "unset a parameter")
+        self.mmap = bool(rcfg.index_mmap)
+        self.search_params = params
+        return self
+
+    @property
     def faiss_index(self):
-        """The FAISS index (read on first use; its size is checked against the chunks)."""
+        """The FAISS index (read on first use; its size is checked against the chunks).
+
+        With :attr:`mmap`, ``index.faiss`` is memory-mapped where FAISS supports it: an IVF type's inverted
+        lists (``faiss.IO_FLAG_MMAP``, the bulk of an IVF index), the codes of Flat / PQ / SQ and HNSW's
+        vectors and graph (``faiss.IO_FLAG_MMAP_IFC``; FAISS 1.15 opens a 345 MiB HNSW32 index with 2 MiB of
+        anonymous memory). What FAISS cannot map (quantizer centroids, OPQ matrices, other types) falls back
+        to a normal read into memory. A mapped file must
+        stay in place while it is used; rebuilding the index renames a new folder over it, which leaves
+        the mapped (unlinked) file intact until the process lets go of it.
+        """
         if self._faiss is None:
             import faiss
 
-            index = faiss.read_index(str(self.path / FAISS_FILE))
+            flag, what = (0, "")
+            if self.mmap:
+                flag, what = mmap_flag(self.index_type, int(self.meta["dim"]))
+            index = faiss.read_index(str(self.path / FAISS_FILE), flag)
             if index.ntotal != len(self):
                 raise DataError(
                     f"{self.path}: {FAISS_FILE} holds {index.ntotal} vectors but {CHUNKS_FILE} has {len(self)} "
                     "chunks; rebuild the index"
                 )
+            apply_search_params(index, self.search_params, self.index_type)
+            self.read_mode = f"mmap: {what}" if flag else "read"
             self._faiss = index
         return self._faiss
 
@@ -439,12 +683,19 @@ class IndexHandle:
         return self._bm25
 
 
-def load_index(path: str | Path) -> IndexHandle:
+def load_index(path: str | Path, cfg: Any = None) -> IndexHandle:
     """Open an index folder written by :func:`build_index` (chunks are read now, FAISS / BM25 on first use).
+
+    Args:
+        path: The index folder.
+        cfg: A run config (its ``retrieval`` section): its ``index_type`` must be the recorded one, and its
+            ``index_search`` / ``index_mmap`` apply (:meth:`IndexHandle.configure`); ``None`` = the index's
+            own type with FAISS's default search parameters, read into memory.
 
     Raises:
         DataError: No index at ``path`` (saying how to build one, or that a build is unfinished), a missing
             file, an unknown format or chunks that do not match ``meta.json``.
+        ConfigError: ``cfg`` names another index type than the one recorded, or a search parameter it lacks.
     """
     p = Path(path)
     if not (p / META_FILE).is_file():
@@ -485,4 +736,5 @@ def load_index(path: str | Path) -> IndexHandle:
         raise DataError(
             f"{p}: {CHUNKS_FILE} has {len(ids)} chunks but {META_FILE} says {meta.get('n_chunks')}; rebuild the index"
         )
-    return IndexHandle(p, meta, ids, texts, sources, doc_ids)
+    handle = IndexHandle(p, meta, ids, texts, sources, doc_ids)
+    return handle.configure(cfg.retrieval) if cfg is not None else handle

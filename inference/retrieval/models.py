@@ -2,10 +2,9 @@
 
 Both run on sentence-transformers by default (``SentenceTransformer`` / ``CrossEncoder``): the same code path
 loads the packaged all-MiniLM-L6-v2 (offline), a hub id (``BAAI/bge-large-en-v1.5``,
-``BAAI/bge-reranker-v2-m3``) or a local folder. FlagEmbedding is an optional backend
-(``retrieval.backend: flagembedding``); its import is guarded because version 1.4.2 fails to import with
-transformers 5.x, and a missing or broken install raises a :class:`~evidential.errors.ConfigError` that
-says why and what to use instead.
+``BAAI/bge-reranker-v2-m3``, ``BAAI/bge-m3``) or a local folder. sentence-transformers is the only backend:
+FlagEmbedding support was removed because its 1.4.2 release does not import with transformers 5 (a config
+that still says ``retrieval.backend: flagembedding`` fails at load time saying so).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from evidential.errors import ConfigError
+from inference.retrieval.config import BACKEND_NAMES, FLAGEMBEDDING_REMOVED
 from inference.types import Chunk
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "Embedder",
     "Reranker",
     "default_query_instruction",
-    "import_flagembedding",
     "resolve_model_path",
 ]
 
@@ -80,29 +79,12 @@ def _load_error(field: str, model: str, exc: Exception) -> ConfigError:
     )
 
 
-def import_flagembedding():
-    """Import the optional FlagEmbedding package, or raise a ConfigError saying why it is unusable.
-
-    Raises:
-        ConfigError: Not installed, or installed but failing to import (FlagEmbedding 1.4.2 with
-            transformers 5.x), with the underlying error and the alternative.
-    """
-    try:
-        import FlagEmbedding
-    except Exception as exc:  # ImportError, or whatever its imports of transformers internals raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        missing = isinstance(exc, ModuleNotFoundError) and exc.name == "FlagEmbedding"
-        why = (
-            "is not installed (pip install -e '.[flag]')"
-            if missing
-            else f"failed to import ({type(exc).__name__}: {first}); FlagEmbedding 1.4.2 does not import "
-            "with transformers 5.x"
-        )
-        raise ConfigError(
-            f"retrieval.backend=flagembedding: the FlagEmbedding package {why}; use "
-            "retrieval.backend=sentence-transformers, which loads the same BGE models"
-        ) from None
-    return FlagEmbedding
+def _check_backend(backend: str) -> None:
+    """Refuse a backend other than sentence-transformers (``flagembedding`` with the reason it was removed)."""
+    if backend == "flagembedding":
+        raise ConfigError(FLAGEMBEDDING_REMOVED)
+    if backend not in BACKEND_NAMES:
+        raise ConfigError(f"retrieval.backend must be one of {', '.join(BACKEND_NAMES)}; got {backend!r}")
 
 
 @functools.lru_cache(maxsize=4)
@@ -126,7 +108,7 @@ class Embedder:
         model: Hub id, local folder or ``packaged:<name>`` (``models.embedder``); the hub ids of
             all-MiniLM-L6-v2 load the packaged copy.
         query_instruction: Text put before queries; ``None`` = :func:`default_query_instruction`.
-        backend: ``sentence-transformers`` or ``flagembedding``.
+        backend: ``sentence-transformers`` (the only one; kept so that configs name it).
         device: Torch device, ``None`` = automatic.
         batch_size: Texts per forward pass.
 
@@ -149,18 +131,8 @@ class Embedder:
         self.query_instruction = (
             default_query_instruction(model) if query_instruction is None else query_instruction
         )
+        _check_backend(backend)
         self.path = resolve_model_path(model, "models.embedder")
-        if backend == "flagembedding":
-            flag = import_flagembedding()
-            try:
-                self._flag = flag.FlagModel(self.path, query_instruction_for_retrieval=self.query_instruction)
-            except Exception as exc:
-                raise _load_error("models.embedder", model, exc) from None
-            self.model = None
-            self.tokenizer = self._flag.tokenizer
-            self.max_seq_length = int(getattr(self.tokenizer, "model_max_length", 512))
-            self.dim = int(self._flag.model.config.hidden_size)
-            return
         try:
             self.model = _sentence_transformer(self.path, device)
         except (OSError, ValueError) as exc:
@@ -170,17 +142,13 @@ class Embedder:
         self.dim = int(self.model.get_embedding_dimension())
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        if self.model is None:
-            out = self._flag.encode_corpus(texts, batch_size=self.batch_size)
-            out = out / np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
-        else:
-            out = self.model.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+        out = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return np.ascontiguousarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -207,7 +175,7 @@ class Reranker:
 
     Args:
         model: Hub id, local folder or ``packaged:<name>`` (``models.reranker``).
-        backend: ``sentence-transformers`` or ``flagembedding`` (``FlagReranker``).
+        backend: ``sentence-transformers`` (the only one).
         device: Torch device, ``None`` = automatic.
         batch_size: Pairs per forward pass.
         max_length: Token limit of a (query, chunk) pair.
@@ -228,16 +196,10 @@ class Reranker:
         self.name = model
         self.backend = backend
         self.batch_size = batch_size
+        _check_backend(backend)
         self.path = resolve_model_path(model, "models.reranker")
-        self.model = None
-        self._flag = None
         try:
-            if backend == "flagembedding":
-                self._flag = import_flagembedding().FlagReranker(self.path)
-            else:
-                self.model = _cross_encoder(self.path, device, max_length)
-        except ConfigError:
-            raise
+            self.model = _cross_encoder(self.path, device, max_length)
         except (OSError, ValueError) as exc:
             raise _load_error("models.reranker", model, exc) from None
 
@@ -245,9 +207,6 @@ class Reranker:
         """Relevance scores of ``(query, text)`` pairs, one batched pass (higher = more relevant)."""
         if not pairs:
             return np.zeros(0, dtype=np.float32)
-        if self._flag is not None:
-            scores = self._flag.compute_score([list(p) for p in pairs])
-            return np.asarray(scores, dtype=np.float32).reshape(-1)
         out = self.model.predict(list(pairs), batch_size=self.batch_size, show_progress_bar=False)
         return np.asarray(out, dtype=np.float32).reshape(len(pairs), -1)[:, 0]
 

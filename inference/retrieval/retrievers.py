@@ -225,8 +225,10 @@ def build_retriever(
 ) -> Retriever:
     """The retriever ``cfg`` asks for over an index folder, reranked when ``models.reranker`` is set.
 
-    Dense retrieval always embeds queries with the embedder that built the index (``meta.json``); a config
-    naming another embedder is an error rather than a silent mismatch.
+    Dense retrieval always embeds queries with the embedder that built the index (``meta.json``), and
+    searches its FAISS index as the config says (``retrieval.index_search``, ``retrieval.index_mmap``); a
+    config naming another embedder or another ``retrieval.index_type`` is an error rather than a silent
+    mismatch.
 
     Args:
         index: An index folder or a loaded :class:`IndexHandle`.
@@ -237,8 +239,8 @@ def build_retriever(
 
     Raises:
         DataError: No index at the path.
-        ConfigError: An unknown retriever, an embedder that differs from the index's, or a model that
-            cannot be loaded.
+        ConfigError: An unknown retriever, an embedder or index type that differs from the index's, or a
+            model that cannot be loaded.
     """
     handle = index if isinstance(index, IndexHandle) else load_index(index)
     explicit = cfg is not None
@@ -255,6 +257,8 @@ def build_retriever(
             raise ConfigError(
                 f"the given embedder is {embedder.name!r} but the index was built with {built_with!r}"
             )
+        if explicit:
+            handle.configure(rcfg)
     retriever = RETRIEVERS.get(rcfg.retriever)(handle, rcfg, embedder)
     if reranker is None and cfg.models.reranker is not None:
         reranker = Reranker(

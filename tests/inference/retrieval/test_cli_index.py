@@ -43,6 +43,7 @@ def test_index_command_builds_a_loadable_index(corpus, tmp_path):
     r = runner.invoke(app, ["index", "--corpus", str(corpus), "-o", str(out), *SMALL, "--no-resume"])
     assert r.exit_code == 0, r.output
     assert "chunks / shards" in r.stdout and "3 / 1" in r.stdout and "reranking off" in r.stdout
+    assert "FAISS index" in r.stdout and "Flat (0.0 MiB)" in r.stdout
 
 
 @pytest.mark.parametrize(
@@ -68,6 +69,16 @@ def test_index_command_builds_a_loadable_index(corpus, tmp_path):
             [{"id": "a", "text": "ok"}],
             ["--set", "models.embedder=./no/such/model"],
             "models.embedder: model folder",
+        ),
+        (
+            [{"id": "a", "text": "ok"}],
+            ["--set", "retrieval.index_type=IVF64,Flat"],
+            "IVF64 needs at least 64 training vectors but the corpus has only 1 chunk;",
+        ),
+        (
+            [{"id": "a", "text": "ok"}],
+            ["--set", "retrieval.index_type=HNSW32,Fast"],
+            "retrieval.index_type='HNSW32,Fast' is not a FAISS index factory string",
         ),
     ],
 )

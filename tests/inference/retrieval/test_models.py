@@ -1,13 +1,11 @@
-"""Embedder / reranker plumbing: query instructions, the FlagEmbedding guard, a real CrossEncoder reranker."""
+"""Embedder / reranker plumbing: query instructions, the removed FlagEmbedding backend, a real CrossEncoder reranker."""
 
 from __future__ import annotations
-
-import importlib.abc
-import sys
 
 import numpy as np
 import pytest
 
+import inference.retrieval
 from evidential.errors import ConfigError
 from inference.config import load_config
 from inference.retrieval import (
@@ -17,7 +15,6 @@ from inference.retrieval import (
     RerankingRetriever,
     build_retriever,
     default_query_instruction,
-    import_flagembedding,
 )
 from inference.types import Chunk
 
@@ -51,29 +48,29 @@ def test_missing_models_raise_config_errors_naming_the_field(tmp_path):
         Embedder("org/no-such-model-xyz")  # a hub id that is not cached: no download offline
 
 
-def test_flagembedding_guard_says_why(monkeypatch):
-    monkeypatch.setitem(sys.modules, "FlagEmbedding", None)  # not installed
-    with pytest.raises(
-        ConfigError, match=r"FlagEmbedding package is not installed \(pip install -e '\.\[flag\]'\)"
+def test_flagembedding_backend_is_refused_saying_why_and_what_runs(tmp_path):
+    """FlagEmbedding 1.4.2 does not import with transformers 5: its backend is gone, and an old config naming
+    it fails at load time with the reason and the sentence-transformers path that loads the same BGE models."""
+    cfg_file = tmp_path / "old.yaml"
+    cfg_file.write_text("retrieval:\n  backend: flagembedding\n", encoding="utf-8")
+    for load in (
+        lambda: load_config(None, ["retrieval.backend=flagembedding"]),
+        lambda: load_config(cfg_file),
     ):
-        import_flagembedding()
-    cfg = load_config(None, ["retrieval.backend=flagembedding"]).retrieval
-    with pytest.raises(ConfigError, match="use retrieval.backend=sentence-transformers"):
-        Embedder("sentence-transformers/all-MiniLM-L6-v2", backend=cfg.backend)
-
-    class Broken(importlib.abc.MetaPathFinder):  # what FlagEmbedding 1.4.2 does under transformers 5.x
-        def find_spec(self, name, path=None, target=None):
-            if name == "FlagEmbedding":
-                raise ImportError("cannot import name 'is_torch_fx_available' from 'transformers.utils'")
-            return None
-
-    monkeypatch.delitem(sys.modules, "FlagEmbedding")
-    monkeypatch.setattr(sys, "meta_path", [Broken(), *sys.meta_path])
-    with pytest.raises(ConfigError) as info:
-        import_flagembedding()
-    msg = str(info.value)
-    assert "failed to import (ImportError: cannot import name 'is_torch_fx_available'" in msg
-    assert "FlagEmbedding 1.4.2 does not import with transformers 5.x" in msg and "\n" not in msg
+        with pytest.raises(ConfigError) as info:
+            load()
+        msg = str(info.value)
+        assert "retrieval.backend=flagembedding: FlagEmbedding support was removed because" in msg
+        assert "1.4.2 does not import with transformers 5" in msg and "\n" not in msg
+        assert "BAAI/bge-m3" in msg and "BAAI/bge-reranker-v2-m3" in msg and "sentence-transformers" in msg
+    with pytest.raises(ConfigError, match="FlagEmbedding support was removed"):
+        Embedder("sentence-transformers/all-MiniLM-L6-v2", backend="flagembedding")
+    with pytest.raises(ConfigError, match="FlagEmbedding support was removed"):
+        Reranker("sentence-transformers/all-MiniLM-L6-v2", backend="flagembedding")
+    assert load_config(None, ["retrieval.backend=sentence-transformers"]).retrieval.backend == (
+        "sentence-transformers"
+    )
+    assert not hasattr(inference.retrieval, "import_flagembedding")
 
 
 @pytest.fixture(scope="module")
