@@ -216,7 +216,7 @@ def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
     systems = build_systems(names, cfg, shared)
     assert systems["corrective"].scorer.evaluator is shared.learned_evaluator  # loaded once, shared
     opts = EvaluateOptions(
-        dataset="crag", out=tmp_path / "run", systems=names, seeds=[7], limit=1, batch_size=2
+        dataset="crag", out=tmp_path / "run", systems=names, seeds=[7], limit=2, batch_size=2
     )
     metrics = run_evaluation(opts, cfg, systems=systems, progress=False)
     prepared = [json.loads(x) for x in (tmp_path / "run" / "instances.jsonl").read_text().splitlines()]
