@@ -36,10 +36,10 @@ def test_fusion_benchmark_prints_its_json_line():
 
 
 def test_soak_benchmark_short_form():
-    """bench/soak.py for 12 s: mixed valid, malformed and oversized requests to a real `serve` process;
+    """bench/soak.py for 8 s: mixed valid, malformed and oversized requests to a real `serve` process;
     every request answered, no 5xx but 503 (a full queue), memory sampled with its slope."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "soak.py"), "--seconds", "12", "--rate", "3", "--sample-s", "3",
+        [sys.executable, str(REPO / "bench" / "soak.py"), "--seconds", "8", "--rate", "4", "--sample-s", "2",
          "--set", "generator.name=template", "--out", "/dev/null"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
