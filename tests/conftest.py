@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -67,22 +68,38 @@ def smollm2():
 
 
 @pytest.fixture(scope="session")
-def tiny_encoder(tmp_path_factory) -> Path:
-    """A randomly initialised 2-layer BERT with the all-MiniLM-L6-v2 tokenizer, saved to a folder."""
+def tiny_encoder_builder():
+    """A builder of tiny random BERT encoders: ``builder(path, **BertConfig values) -> path``."""
+    return _build_tiny_encoder
+
+
+def _build_tiny_encoder(path: Path, **bert: Any) -> Path:
+    """Save a randomly initialised 2-layer BERT with the all-MiniLM-L6-v2 tokenizer to ``path``
+    (``bert``: other BertConfig values, e.g. dropout probabilities)."""
     from transformers import BertConfig, BertModel
 
     from training.learned.model import packaged_minilm_path
 
-    path = tmp_path_factory.mktemp("tiny-encoder")
     src = packaged_minilm_path()
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         if (src / name).is_file():
             shutil.copy(src / name, path / name)
     cfg = BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        **bert,
     )
     BertModel(cfg).save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer BERT with the all-MiniLM-L6-v2 tokenizer, saved to a folder."""
+    return _build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
 
 
 @pytest.fixture(scope="session")

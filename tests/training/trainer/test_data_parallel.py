@@ -32,31 +32,13 @@ def ramdocs(shared_data):
 
 
 @pytest.fixture(scope="module")
-def still_encoder(tmp_path_factory) -> Path:
+def still_encoder(tmp_path_factory, tiny_encoder_builder) -> Path:
     """A tiny random BERT without dropout: processes that draw different dropout masks than one process
     would could not give its weights."""
-    import shutil
-
-    from transformers import BertConfig, BertModel
-
-    from training.learned.model import packaged_minilm_path
-
-    path = tmp_path_factory.mktemp("still-encoder")
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        if (packaged_minilm_path() / name).is_file():
-            shutil.copy(packaged_minilm_path() / name, path / name)
-    cfg = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
     torch.manual_seed(0)
-    BertModel(cfg).save_pretrained(path)
-    return path
+    return tiny_encoder_builder(
+        tmp_path_factory.mktemp("still-encoder"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
 
 
 def _config(encoder: Path, data: Path, out: Path, **extra) -> Path:
