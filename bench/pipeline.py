@@ -1,10 +1,12 @@
 """EvidentialRAG vs Naive RAG, side by side in one run (a benchmark, not a test).
 
 Same retriever (an index of the questions' own RAMDocs documents), same generator model and decoding
-settings, same k. For each batch of questions the three systems run back to back — Naive RAG, EvidentialRAG
-with the learned evaluator, EvidentialRAG with the prompt evaluator — so machine noise hits them alike.
-Prints per-query latency by stage and the relative cost (wall time per query vs Naive RAG); the last line
-is one JSON object ``{"relative_cost_learned": …, "relative_cost_prompt": …, "batched_passes_prompt": …}``.
+settings, same k. For each batch of questions the four systems run back to back — Naive RAG, EvidentialRAG
+with the learned evaluator, with the prompt evaluator in its JSON mode, and with the prompt evaluator in its
+``logprobs`` mode (``evaluator.scoring=logprobs``) — so machine noise hits them alike. Prints per-query
+latency by stage and the relative cost (wall time per query vs Naive RAG); the last line is one JSON object
+``{"relative_cost_learned": …, "relative_cost_prompt": …, "relative_cost_prompt_logprobs": …,
+"batched_passes_prompt": …}``.
 
 Usage: ``python bench/pipeline.py [--data FILE] [--limit 12] [--batch 4] [--out outputs/bench_pipeline.json]``
 """
@@ -55,17 +57,25 @@ def main() -> None:
     generator = build_generator(cfg.generator, backend)
     learned = build_evaluator(replace(cfg.evaluator, name="learned"))
     prompt_cfg = cfg.evaluator
-    prompt = PromptEvaluator(
-        backend if prompt_cfg.backend == cfg.generator.backend else load_backend(prompt_cfg.backend),
-        prompt_cfg.generation,
-        constrained=prompt_cfg.constrained,
-        aligner=make_aligner(prompt_cfg),
-        max_chunk_chars=prompt_cfg.max_chunk_chars,
+    prompt_backend = (
+        backend if prompt_cfg.backend == cfg.generator.backend else load_backend(prompt_cfg.backend)
+    )
+    prompt, prompt_lp = (
+        PromptEvaluator(
+            prompt_backend,
+            prompt_cfg.generation,
+            constrained=prompt_cfg.constrained,
+            aligner=make_aligner(prompt_cfg),
+            max_chunk_chars=prompt_cfg.max_chunk_chars,
+            scoring=scoring,
+        )
+        for scoring in ("json", "logprobs")
     )
     systems = {
         "naive": NaiveRAG(cfg, backend=backend, retriever=retriever),
         "learned": EvidentialRAG(cfg, evaluator=learned, generator=generator, retriever=retriever),
         "prompt": EvidentialRAG(cfg, evaluator=prompt, generator=generator, retriever=retriever),
+        "prompt-lp": EvidentialRAG(cfg, evaluator=prompt_lp, generator=generator, retriever=retriever),
     }
     questions = [r["question"] for r in records]
     wall: dict[str, float] = defaultdict(float)
@@ -86,7 +96,7 @@ def main() -> None:
                 for stage, v in r["timings"].items():
                     # batched stages report the batch's time on every record: count it once per batch
                     stages[name][stage] += v / (
-                        len(recs) if stage in ("generate", "evaluate", "extract") else 1
+                        len(recs) if stage in ("generate", "evaluate", "extract", "claims") else 1
                     )
         print(f"{s + len(part)}/{len(questions)} questions", flush=True)
     n = len(questions)
@@ -118,6 +128,7 @@ def main() -> None:
             {
                 "relative_cost_learned": report["systems"]["learned"]["relative_cost"],
                 "relative_cost_prompt": report["systems"]["prompt"]["relative_cost"],
+                "relative_cost_prompt_logprobs": report["systems"]["prompt-lp"]["relative_cost"],
                 "batched_passes_prompt": report["systems"]["prompt"]["batched_passes_per_query"],
             }
         )

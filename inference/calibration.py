@@ -75,6 +75,15 @@ def evaluator_identity(config: RunConfig) -> dict[str, Any]:
             "contract": CONTRACT_VERSION,
             "constrained": ev.constrained,
         }
+        if ev.scoring != "json":  # JSON-mode fingerprints stay those of files fitted before the mode existed
+            from inference.evaluators.logprob import SCORING_VERSION
+
+            info.update(
+                contract=SCORING_VERSION,
+                scoring=ev.scoring,
+                logprob_scale=ev.logprob_scale,
+                logprob_floor=ev.logprob_floor,
+            )
         digest = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()
         return {"name": "prompt", **info, "fingerprint": "sha256:" + digest}
     return {"name": ev.name, "fingerprint": None}

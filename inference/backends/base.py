@@ -12,6 +12,13 @@ and repairs it.
 Streaming: a backend that can hand out text as it is decoded also has ``stream(prompt, config, cancel)``
 (:class:`StreamingBackend`: the transformers and llama.cpp backends); callers check with
 ``isinstance(backend, StreamingBackend)`` and otherwise make one ``generate`` call.
+
+Label scoring: a backend that can read the next-token distribution after a prompt also has
+``score_labels(prompts, labels)`` (:class:`LabelScoringBackend`: every backend here). It returns, for each
+prompt, the log-probability under the full vocabulary of each label's first token as the first token of the
+reply — one prefill per prompt, nothing decoded — which is what the prompt evaluator's ``logprobs`` scoring
+mode reads. A label that is several tokens is scored by its first token and listed in
+:attr:`LabelScores.first_token_only`.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ __all__ = [
     "ChatMessage",
     "Generation",
     "GenerationConfig",
+    "LabelScores",
+    "LabelScoringBackend",
+    "LogprobsUnsupportedError",
     "Prompt",
     "StreamingBackend",
     "load_backend",
@@ -51,6 +61,10 @@ BACKENDS: Registry[Any] = Registry("backend")
 
 class BackendError(RuntimeError):
     """A backend that cannot load its model or answer a request; the message says what to fix."""
+
+
+class LogprobsUnsupportedError(BackendError):
+    """The model server answered but reports no token log-probabilities, so labels cannot be scored."""
 
 
 @dataclass
@@ -224,6 +238,30 @@ class StreamingBackend(Protocol):
     def stream(
         self, prompt: Prompt, config: GenerationConfig, cancel: threading.Event | None = None
     ) -> Iterator[str | Generation]: ...
+
+
+@dataclass
+class LabelScores:
+    """The next-token log-probabilities of a set of labels after one prompt.
+
+    Attributes:
+        logprobs: One per label, in the order asked: ``log p(first token of the label | prompt)`` under the
+            model's full, temperature-1 vocabulary distribution; ``-inf`` where the backend did not report
+            it (an OpenAI-compatible server lists only its ``top_logprobs`` most likely tokens).
+        first_token_only: The labels that are several tokens in this model's vocabulary: only their first
+            token was scored (two labels sharing a first token then get the same score).
+    """
+
+    logprobs: list[float]
+    first_token_only: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class LabelScoringBackend(Protocol):
+    """A backend that scores labels as the first token of the reply: ``score_labels`` runs one prefill per
+    prompt (no decoding) and returns one :class:`LabelScores` per prompt, in order; it counts one pass."""
+
+    def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]: ...
 
 
 def raw_prompt_text(prompt: Prompt) -> str:

@@ -63,6 +63,7 @@ from inference.backends.base import (
     BackendError,
     Generation,
     GenerationConfig,
+    LabelScores,
     Prompt,
 )
 from inference.backends.models import resolve_model
@@ -270,6 +271,53 @@ class LlamaCppBackend:
             constrained=grammar is not None,
         )
 
+    def label_token_ids(self, labels: list[str]) -> tuple[list[int], list[str]]:
+        """The first token id of each label in this model's vocabulary, and the labels that are several
+        tokens."""
+        if self._llm is None:
+            raise BackendError("the llamacpp backend is closed; build a new one with load_backend(config)")
+        ids, multi = [], []
+        for label in labels:
+            tokens = self._llm.tokenize(label.encode("utf-8"), add_bos=False, special=False)
+            if not tokens:
+                raise BackendError(f"the label {label!r} encodes to no token in {self.model_path.name}")
+            ids.append(int(tokens[0]))
+            if len(tokens) > 1:
+                multi.append(label)
+        return ids, multi
+
+    def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]:
+        """For each chat prompt, the log-probability of each label's first token as the first token of the
+        reply: the prompt is evaluated (block-aligned prefix reuse, as in :meth:`generate`) and the logits
+        row llama.cpp keeps for its last token is read before one greedy token is sampled; nothing is
+        decoded beyond it. One pass for the batch.
+
+        Raises:
+            BackendError: The backend is closed, or llama.cpp rejects a prompt (e.g. it exceeds ``n_ctx``).
+        """
+        if not prompts:
+            return []
+        ids, multi = self.label_token_ids(labels)
+        greedy = GenerationConfig(max_tokens=1, temperature=0.0)
+        out: list[LabelScores] = []
+        for index, prompt in enumerate(prompts):
+            rows: list[np.ndarray] = []
+            try:
+                with self._recording_rows(rows):
+                    self._llm.create_chat_completion(**_sampling(prompt, greedy, None))
+            except Exception as exc:  # context overflow (ValueError), template errors, llama.cpp failures
+                raise BackendError(f"llama.cpp failed on prompt {index} of the batch: {exc}") from exc
+            if not rows:
+                raise BackendError(f"llama.cpp sampled no token for prompt {index} of the batch")
+            logits = rows[0].astype(np.float64)
+            top = logits.max()
+            logz = top + math.log(np.exp(logits - top).sum())
+            out.append(
+                LabelScores(logprobs=[float(logits[i] - logz) for i in ids], first_token_only=list(multi))
+            )
+        self.passes += 1
+        return out
+
     def stream(
         self, prompt: Prompt, config: GenerationConfig, cancel: threading.Event | None = None
     ) -> Iterator[str | Generation]:
@@ -340,6 +388,27 @@ class LlamaCppBackend:
             return original(tokens, *args, **kwargs)
 
         return generate
+
+    @contextmanager
+    def _recording_rows(self, out: list[np.ndarray]) -> Iterator[None]:
+        """Append a copy of the logits row llama.cpp samples each token from to ``out`` while active (the
+        same ``Llama.sample`` hook as :meth:`_recording_logprobs`)."""
+        llm, lib = self._llm, self._lib
+        original: Callable[..., int] = llm.sample
+        n_vocab = llm.n_vocab()
+
+        def sample(*args: Any, **kwargs: Any) -> int:
+            idx = kwargs.get("idx")
+            row = -1 if idx is None else idx - llm.n_tokens  # as Llama.sample computes it
+            logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, row), shape=(n_vocab,))
+            out.append(np.array(logits, dtype=np.float32))
+            return original(*args, **kwargs)
+
+        llm.sample = sample
+        try:
+            yield
+        finally:
+            del llm.sample  # back to the class method
 
     @contextmanager
     def _recording_logprobs(self, out: list[float]) -> Iterator[None]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import random
 import ssl
@@ -35,10 +36,15 @@ from inference.backends.base import (
     BackendError,
     Generation,
     GenerationConfig,
+    LabelScores,
+    LogprobsUnsupportedError,
     Prompt,
 )
 
-__all__ = ["OpenAIHTTPBackend", "openai_backend"]
+__all__ = ["TOP_LOGPROBS", "OpenAIHTTPBackend", "openai_backend"]
+
+#: Most likely first tokens an OpenAI-compatible server is asked for in label scoring (OpenAI's maximum is 20).
+TOP_LOGPROBS = 20
 
 # Hints appended to errors for HTTP statuses that usually mean a misconfiguration.
 _STATUS_HINTS = {
@@ -142,6 +148,57 @@ class OpenAIHTTPBackend:
         if not prompts:
             return []
         futures: list[Future[Generation]] = [self._pool.submit(self._complete, p, config) for p in prompts]
+        try:
+            results = [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        with self._lock:
+            self.passes += 1
+        return results
+
+    def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]:
+        """One request per prompt (concurrently) with ``max_tokens=1``, greedy, ``logprobs`` and
+        ``top_logprobs=TOP_LOGPROBS``: a label's log-probability is that of the listed first-position tokens
+        whose text, stripped of spaces, is the label (log-sum-exp over variants such as ``"A"`` and
+        ``" A"``); a label the server did not list gets ``-inf``. No tokenizer is at hand over HTTP, so a
+        label must be one token of the server's model to be found. One pass.
+
+        Raises:
+            LogprobsUnsupportedError: The server returned no ``top_logprobs`` (it does not report
+                log-probabilities; the JSON scoring mode works with it).
+            BackendError: A request failed.
+        """
+        if self._closed.is_set():
+            raise BackendError("the openai backend is closed; build a new one with load_backend()")
+        if not prompts:
+            return []
+        config = GenerationConfig(max_tokens=1, temperature=0.0)
+
+        def one(prompt: Prompt) -> LabelScores:
+            body = self.request_body(prompt, config)
+            body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+            data = self._post(json.dumps(body).encode("utf-8"))
+            try:
+                top = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+                pairs = [(str(t["token"]).strip(), float(t["logprob"])) for t in top]
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise LogprobsUnsupportedError(
+                    f"POST {self.url} returned no top_logprobs for a label-scoring request "
+                    f"(choices[0].logprobs.content[0].top_logprobs); this server does not report "
+                    f"log-probabilities: use evaluator.scoring=json with it"
+                ) from None
+            scores = []
+            for label in labels:
+                found = [lp for tok, lp in pairs if tok == label]
+                top_lp = max(found, default=float("-inf"))
+                scores.append(
+                    top_lp + math.log(sum(math.exp(lp - top_lp) for lp in found)) if found else top_lp
+                )
+            return LabelScores(logprobs=scores)
+
+        futures = [self._pool.submit(one, p) for p in prompts]
         try:
             results = [f.result() for f in futures]
         except BaseException:

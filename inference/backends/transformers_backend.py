@@ -20,6 +20,7 @@ from inference.backends.base import (
     BackendError,
     Generation,
     GenerationConfig,
+    LabelScores,
     Prompt,
     raw_prompt_text,
 )
@@ -171,6 +172,37 @@ class TransformersBackend:
                 )
             )
         return gens
+
+    def label_token_ids(self, labels: list[str]) -> tuple[list[int], list[str]]:
+        """The first token id of each label as this tokenizer encodes it at the start of a reply, and the
+        labels that are several tokens."""
+        ids, multi = [], []
+        for label in labels:
+            tokens = self.tokenizer.encode(label, add_special_tokens=False)
+            if not tokens:
+                raise BackendError(f"the label {label!r} encodes to no token in {self.config.model!r}")
+            ids.append(int(tokens[0]))
+            if len(tokens) > 1:
+                multi.append(label)
+        return ids, multi
+
+    def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]:
+        """One batched forward pass over all prompts (left-padded, no ``generate``): the log-softmax of the
+        logits at each prompt's last position, read at the labels' first tokens. Position ids follow the
+        attention mask, as in ``generate``, so a padded prompt scores as it does alone."""
+        import torch
+
+        if not prompts:
+            return []
+        ids, multi = self.label_token_ids(labels)
+        enc = self._encode(prompts)
+        mask = enc["attention_mask"]
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            logits = self.model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1, :]
+        self.passes += 1
+        rows = logits.float().log_softmax(-1)[:, ids].tolist()
+        return [LabelScores(logprobs=row, first_token_only=list(multi)) for row in rows]
 
     def stream(
         self, prompt: Prompt, config: GenerationConfig, cancel: threading.Event | None = None

@@ -21,12 +21,16 @@ from inference.backends.base import (
     BackendError,
     Generation,
     GenerationConfig,
+    LabelScores,
     Prompt,
     raw_prompt_text,
 )
 from inference.backends.models import resolve_model
 
-__all__ = ["VLLM_INSTALL_HINT", "VLLMBackend", "structured_output_kwargs", "vllm_backend"]
+__all__ = ["LABEL_LOGPROBS", "VLLM_INSTALL_HINT", "VLLMBackend", "structured_output_kwargs", "vllm_backend"]
+
+#: Log-probabilities vLLM returns per position in label scoring (its ``max_logprobs`` default is 20).
+LABEL_LOGPROBS = 20
 
 VLLM_INSTALL_HINT = "the vllm backend needs the optional extra: pip install 'evidential-rag[vllm]' (GPU; pulls its own CUDA torch)"
 
@@ -164,6 +168,61 @@ class VLLMBackend:
             raise BackendError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         self.passes += 1
         return [self._generation(out, config) for out in outputs]
+
+    def label_token_ids(self, labels: list[str]) -> tuple[list[int], list[str]]:
+        """The first token id of each label in the engine's tokenizer, and the labels that are several
+        tokens."""
+        tokenizer = self.llm.get_tokenizer()
+        ids, multi = [], []
+        for label in labels:
+            tokens = tokenizer.encode(label, add_special_tokens=False)
+            if not tokens:
+                raise BackendError(f"the label {label!r} encodes to no token in {self.config.model!r}")
+            ids.append(int(tokens[0]))
+            if len(tokens) > 1:
+                multi.append(label)
+        return ids, multi
+
+    def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]:
+        """One ``LLM.chat`` over all prompts with ``max_tokens=1``, greedy, sampling restricted to the labels'
+        first tokens (``allowed_token_ids``) and ``logprobs=LABEL_LOGPROBS``: vLLM reports the model's own
+        log-probabilities of the most likely tokens and of the sampled one, so a label outside those gets
+        ``-inf``. One pass."""
+        if self.llm is None:
+            raise BackendError("the vllm backend is closed; build a new one with load_backend()")
+        if not prompts:
+            return []
+        ids, multi = self.label_token_ids(labels)
+        params = self._vllm.SamplingParams(
+            max_tokens=1, temperature=0.0, logprobs=LABEL_LOGPROBS, allowed_token_ids=sorted(set(ids))
+        )
+        if self.config.raw_prompts:
+            outputs = self.llm.generate(
+                [raw_prompt_text(p) for p in prompts],
+                sampling_params=params,
+                use_tqdm=False,
+                lora_request=self._lora_request,
+            )
+        else:
+            outputs = self.llm.chat(
+                prompts, sampling_params=params, use_tqdm=False, lora_request=self._lora_request
+            )
+        if len(outputs) != len(prompts):
+            raise BackendError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
+        self.passes += 1
+        scores = []
+        for out in outputs:
+            positions = out.outputs[0].logprobs or []
+            if not positions:
+                raise BackendError("vLLM returned no logprobs for a label-scoring request")
+            first = positions[0]
+            scores.append(
+                LabelScores(
+                    logprobs=[_logprob(first, i) if i in first else float("-inf") for i in ids],
+                    first_token_only=list(multi),
+                )
+            )
+        return scores
 
     def close(self) -> None:
         """Shut the engine down and free its GPU memory. Idempotent."""

@@ -58,6 +58,11 @@ def prompt_evaluator(cfg, backend=None) -> PromptEvaluator:
         aligner=make_aligner(cfg),
         max_chunk_chars=cfg.max_chunk_chars,
         grounding=cfg.grounding,
+        scoring=cfg.scoring,
+        logprob_scale=cfg.logprob_scale,
+        logprob_floor=cfg.logprob_floor,
+        claims_max_tokens=cfg.claims_max_tokens,
+        max_claims=cfg.max_claims,
     )
 
 

@@ -59,6 +59,44 @@ class PromptEvaluatorFields:
         default=4000,
         metadata={"help": "Chunks are cut to this many characters in the prompt.", "range": (100, None)},
     )
+    scoring: str = field(
+        default="json",
+        metadata={
+            "help": "Prompt evaluator scoring: 'json' (decode the contract's JSON object per chunk) or 'logprobs' (one prefill per chunk over lettered claim options; evidence from the letters' next-token probabilities, inference.evaluators.logprob). A server without log-probabilities falls back to json with a warning.",
+            "choices": ("json", "logprobs"),
+            "must": "be 'json' or 'logprobs'",
+        },
+    )
+    logprob_scale: float = field(
+        default=10.0,
+        metadata={
+            "help": "logprobs scoring: evidence of a claim option that gets all the probability (e = scale * p).",
+            "range": (0.0, None),
+            "ends": "(]",
+        },
+    )
+    logprob_floor: float = field(
+        default=0.1,
+        metadata={
+            "help": "logprobs scoring: option probabilities below this give no evidence.",
+            "range": (0.0, 1.0),
+            "ends": "[)",
+        },
+    )
+    claims_max_tokens: int = field(
+        default=48,
+        metadata={
+            "help": "logprobs scoring: new tokens of the one claim-listing generation per query without candidates.",
+            "range": (1, None),
+        },
+    )
+    max_claims: int = field(
+        default=8,
+        metadata={
+            "help": "logprobs scoring: claims kept from that list (the options A.. of the scoring prompt).",
+            "range": (1, 25),
+        },
+    )
 
 
 @dataclass

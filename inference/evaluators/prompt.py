@@ -1,21 +1,54 @@
-"""The prompt-based evaluator (paper §3.2): an instruction LLM scores every (query, chunk) under the
-versioned JSON contract, ALL chunk decisions of a batch of queries in ONE batched backend call."""
+"""The prompt-based evaluator (paper §3.2): an instruction LLM scores every (query, chunk), ALL chunk
+decisions of a batch of queries in ONE batched backend call, in one of two scoring modes:
+
+* ``json`` (default): each decision is a JSON object decoded under the versioned contract
+  (:mod:`inference.evaluators.contract`);
+* ``logprobs``: each decision is one prefill over a short scoring prompt whose claim inventory is lettered
+  options, and the evidence is read from the next-token distribution over the letters
+  (:mod:`inference.evaluators.logprob`); a query without candidates first gets its claims from one short
+  generation per query. A backend without log-probabilities (an OpenAI-compatible server that reports
+  none) falls back to ``json`` with a warning, and the result's ``meta`` says so.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 
-from inference.alignment import ClaimAligner
-from inference.backends.base import Backend, GenerationConfig
-from inference.evaluators.base import EvaluationResult, build_frame, check_batch
-from inference.evaluators.contract import CONTRACT_VERSION, OUTPUT_SCHEMA, build_prompt
-from inference.evaluators.grounding import ground_results
-from inference.evaluators.parsing import parse_decision
-from inference.types import Chunk, ChunkEvidence
+import torch
 
-__all__ = ["PromptEvaluator"]
+from inference.alignment import ClaimAligner
+from inference.backends.base import (
+    Backend,
+    GenerationConfig,
+    LabelScoringBackend,
+    LogprobsUnsupportedError,
+)
+from inference.evaluators.base import EvaluationResult, FrameClaim, build_frame, check_batch
+from inference.evaluators.contract import CONTRACT_VERSION, EVIDENCE_MAX, OUTPUT_SCHEMA, build_prompt
+from inference.evaluators.grounding import ground_results
+from inference.evaluators.logprob import (
+    MAX_OPTIONS,
+    SCORING_VERSION,
+    build_claims_prompt,
+    build_scoring_prompt,
+    label_evidence,
+    option_labels,
+    parse_claim_list,
+)
+from inference.evaluators.parsing import parse_decision
+from inference.io import rounded
+from inference.types import Chunk, ChunkEvidence
+from training.learned.model import is_yes_no_question
+from training.utils.text import normalize_text
+
+__all__ = ["SCORING_MODES", "PromptEvaluator"]
+
+SCORING_MODES = ("json", "logprobs")
 
 
 class PromptEvaluator:
@@ -29,6 +62,13 @@ class PromptEvaluator:
         max_chunk_chars: Chunks are cut to this many characters so that prompts fit the context.
         grounding: Drop evidence for claims a chunk does not state: ``strict``, ``lenient`` or ``off``
             (:mod:`inference.evaluators.grounding`).
+        scoring: ``json`` (decode the contract's JSON object) or ``logprobs`` (read the letters'
+            next-token probabilities; see the module docstring).
+        logprob_scale: ``logprobs``: evidence of an option that gets all the probability.
+        logprob_floor: ``logprobs``: option probabilities below this give no evidence.
+        claims_max_tokens: ``logprobs``: new tokens of the per-query claim-listing generation.
+        max_claims: ``logprobs``: claims kept from that list (at most
+            :data:`~inference.evaluators.logprob.MAX_OPTIONS`).
 
     Counters (over the evaluator's lifetime): ``passes`` (batched model calls), ``decisions`` (logical
     decisions) and ``counts`` (valid / repaired / failed outputs).
@@ -45,7 +85,28 @@ class PromptEvaluator:
         aligner: ClaimAligner | None = None,
         max_chunk_chars: int = 4000,
         grounding: str = "lenient",
+        scoring: str = "json",
+        logprob_scale: float = float(EVIDENCE_MAX),
+        logprob_floor: float = 0.1,
+        claims_max_tokens: int = 48,
+        max_claims: int = 8,
     ) -> None:
+        if scoring not in SCORING_MODES:
+            raise ValueError(f"scoring must be one of {', '.join(SCORING_MODES)}; got {scoring!r}")
+        if not (
+            isinstance(logprob_scale, (int, float)) and math.isfinite(logprob_scale) and logprob_scale > 0
+        ):
+            raise ValueError(f"logprob_scale must be a finite number > 0; got {logprob_scale!r}")
+        if not (isinstance(logprob_floor, (int, float)) and 0.0 <= logprob_floor < 1.0):
+            raise ValueError(f"logprob_floor must be in [0, 1); got {logprob_floor!r}")
+        if not 1 <= int(max_claims) <= MAX_OPTIONS:
+            raise ValueError(f"max_claims must be in 1..{MAX_OPTIONS}; got {max_claims!r}")
+        self.scoring = scoring
+        self.logprob_scale = float(logprob_scale)
+        self.logprob_floor = float(logprob_floor)
+        self.claims_max_tokens = int(claims_max_tokens)
+        self.max_claims = int(max_claims)
+        self._fallback: str | None = None
         self.backend = backend
         self.generation = generation or GenerationConfig(max_tokens=128)
         self.constrained = constrained
@@ -68,8 +129,34 @@ class PromptEvaluator:
         chunks: Sequence[Sequence[Chunk]],
         candidates: Sequence[Sequence[str]] | None = None,
     ) -> list[EvaluationResult]:
-        """Every chunk decision of every query in ONE batched backend call, then the grounding check."""
+        """Every chunk decision of every query in ONE batched backend call (``logprobs``: plus one claim-listing
+        call for the queries without candidates), then the grounding check."""
         cands = check_batch(queries, chunks, candidates)
+        if self.scoring == "logprobs" and self._fallback is None:
+            if not isinstance(self.backend, LabelScoringBackend):
+                self._fall_back(f"the {getattr(self.backend, 'name', 'given')} backend cannot score labels")
+            else:
+                try:
+                    results = self._evaluate_logprobs(queries, chunks, cands)
+                except LogprobsUnsupportedError as exc:
+                    self._fall_back(str(exc))
+                else:
+                    return ground_results(results, self.grounding, self.aligner)
+        results = self._evaluate_json(queries, chunks, cands)
+        return ground_results(results, self.grounding, self.aligner)
+
+    def _fall_back(self, reason: str) -> None:
+        """Switch this evaluator to JSON scoring for good, with a warning that says why."""
+        self._fallback = reason
+        warnings.warn(
+            f"evaluator.scoring=logprobs is not available ({reason}); scoring with the JSON contract instead",
+            stacklevel=3,
+        )
+
+    def _evaluate_json(
+        self, queries: Sequence[str], chunks: Sequence[Sequence[Chunk]], cands: list[list[str]]
+    ) -> list[EvaluationResult]:
+        """The ``json`` mode: one contract prompt per chunk, all decoded in one batched call."""
         prompts = [
             build_prompt(q, c.text[: self.max_chunk_chars], cand)
             for q, cs, cand in zip(queries, chunks, cands)
@@ -136,7 +223,134 @@ class PromptEvaluator:
                         "backend": getattr(self.backend, "name", type(self.backend).__name__),
                         "constrained": bool(outs) and all(o.constrained for o in outs),
                         "batch_queries": len(queries),
+                        **({"scoring": "json", "scoring_fallback": self._fallback} if self._fallback else {}),
                     },
                 )
             )
-        return ground_results(results, self.grounding, self.aligner)
+        return results
+
+    def _claims(self, queries: Sequence[str], chunks: Sequence[Sequence[Chunk]], cands: list[list[str]]):
+        """Where each query's claims come from (``candidates``, ``yes/no`` or ``generated``) and the raw
+        claim texts: one claim-listing generation per query that needs it, all in one batched call."""
+        modes = [
+            "candidates" if cand else "yes/no" if is_yes_no_question(q) else "generated"
+            for q, cand in zip(queries, cands)
+        ]
+        raw: list[list[str]] = [
+            list(cand) if mode == "candidates" else ["yes", "no"] if mode == "yes/no" else []
+            for cand, mode in zip(cands, modes)
+        ]
+        need = [n for n, m in enumerate(modes) if m == "generated" and chunks[n]]
+        if need:
+            outs = self.backend.generate(
+                [build_claims_prompt(queries[n], [c.text for c in chunks[n]]) for n in need],
+                GenerationConfig(max_tokens=self.claims_max_tokens, temperature=0.0),
+            )
+            self.passes += 1
+            for n, o in zip(need, outs):
+                raw[n] = parse_claim_list(o.text, self.max_claims)
+        return modes, raw, set(need)
+
+    def _evaluate_logprobs(
+        self, queries: Sequence[str], chunks: Sequence[Sequence[Chunk]], cands: list[list[str]]
+    ) -> list[EvaluationResult]:
+        """The ``logprobs`` mode: the frame of each query (candidates, yes/no or one claim-listing
+        generation), then one scoring prompt per (query, chunk), all scored in one batched prefill."""
+        t0 = time.perf_counter()
+        modes, raw, generated = self._claims(queries, chunks, cands)
+        t1 = time.perf_counter()
+        frames: list[list[FrameClaim]] = []
+        for claims, mode in zip(raw, modes):
+            # listed claims are merged by the aligner's rules; candidates and yes/no stay one claim each
+            alignment = (
+                self.aligner.align(claims)
+                if mode == "generated"
+                else self.aligner.align([], inventory=claims)
+            )
+            frames.append(
+                [
+                    FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms))
+                    for j, c in enumerate(alignment.claims)
+                ]
+            )
+        t2 = time.perf_counter()
+        prompts, spans = [], []
+        for q, cs, frame in zip(queries, chunks, frames):
+            shown = [fc.text for fc in frame[:MAX_OPTIONS]]
+            start = len(prompts)
+            if shown:
+                prompts += [build_scoring_prompt(q, c.text[: self.max_chunk_chars], shown) for c in cs]
+            spans.append((start, len(prompts), len(shown)))
+        width = max((m for _, _, m in spans), default=0)
+        labels = option_labels(width)
+        scores = self.backend.score_labels(prompts, labels) if prompts else []
+        if prompts:
+            self.passes += 1
+        t3 = time.perf_counter()
+        first_token_only = sorted({lab for s in scores for lab in s.first_token_only})
+        results = []
+        for q, cs, frame, mode, (a, b, m) in zip(queries, chunks, frames, modes, spans):
+            evidence = torch.zeros(len(cs), len(frame), dtype=torch.float64)
+            probs = torch.zeros(len(cs), m + 1, dtype=torch.float64)
+            if b > a:
+                own = [s.logprobs[:m] + [s.logprobs[m]] for s in scores[a:b]]  # this query's letters + none
+                ev, probs = label_evidence(
+                    torch.tensor(own, dtype=torch.float64), self.logprob_scale, self.logprob_floor
+                )
+                evidence[:, :m] = ev
+            decisions = []
+            for i, c in enumerate(cs):
+                row = probs[i]
+                top = int(row[:m].argmax()) if m else -1
+                supports = top >= 0 and float(evidence[i, top]) > 0 and float(row[top]) > float(row[m])
+                if supports:
+                    frame[top].chunk_ids.append(c.id)
+                shown = {fc.id: rounded(float(row[j])) for j, fc in enumerate(frame[:m])}
+                decisions.append(
+                    ChunkEvidence(
+                        chunk_id=c.id,
+                        claim=frame[top].text if supports else None,
+                        answer=normalize_text(frame[top].text) if supports else None,
+                        stance="supports" if supports else "irrelevant",
+                        rationale=(
+                            f"option probabilities {shown}, none {float(row[m]):.3f}"
+                            if m
+                            else "no candidate claim"
+                        ),
+                        evidence={
+                            fc.id: rounded(float(evidence[i, j]))
+                            for j, fc in enumerate(frame)
+                            if evidence[i, j] > 0
+                        },
+                        raw=json.dumps({"options": shown, "none": rounded(float(row[m]))}) if m else None,
+                    )
+                )
+            self.decisions += len(cs)
+            self.counts["valid"] += len(cs)
+            results.append(
+                EvaluationResult(
+                    query=q,
+                    chunks=list(cs),
+                    decisions=decisions,
+                    claims=frame,
+                    evidence=evidence,
+                    logical_decisions=len(cs),
+                    batched_passes=int(b > a) + int(len(results) in generated),
+                    counts={"valid": len(cs), "repaired": 0, "failed": 0},
+                    timings={"claims": t1 - t0, "align": t2 - t1, "evaluate": t3 - t2},
+                    evaluator=self.name,
+                    meta={
+                        "contract_version": SCORING_VERSION,
+                        "scoring": "logprobs",
+                        "backend": getattr(self.backend, "name", type(self.backend).__name__),
+                        "claims_from": mode,
+                        "claims_listed": len(frame) if mode == "generated" else None,
+                        "options_scored": m,
+                        "label_first_token_only": first_token_only,
+                        "logprob_scale": self.logprob_scale,
+                        "logprob_floor": self.logprob_floor,
+                        "batch_queries": len(queries),
+                    },
+                )
+            )
+        return results

@@ -174,6 +174,42 @@ def test_token_logprobs_match_llama_cpp_python_with_logits_all(backend):
     assert gen.token_logprobs == pytest.approx(expected, abs=1e-4)
 
 
+def _options(passage: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "You answer multiple-choice questions with one letter."},
+        {
+            "role": "user",
+            "content": f"Passage: {passage}\nWhere is the Eiffel Tower?\nA. Paris\nB. Rome\nC. none of them\n"
+            "Reply with one letter.",
+        },
+    ]
+
+
+def test_score_labels_reads_the_first_reply_token_in_one_pass(backend):
+    prompts = [_options(p) for p in PASSAGES]
+    passes = backend.passes
+    scores = backend.score_labels(prompts, ["A", "B", "C"])
+    assert backend.passes == passes + 1 and len(scores) == 3
+    for s in scores:
+        assert len(s.logprobs) == 3 and all(math.isfinite(lp) and lp < 0 for lp in s.logprobs)
+        assert s.first_token_only == []  # letters are single tokens in SmolLM2's vocabulary
+        assert sum(math.exp(lp) for lp in s.logprobs) <= 1.0 + 1e-6
+    # the greedy first token's log-probability, as generate reports it, is the scored one of its label
+    for p, s in zip(prompts, scores):
+        (gen,) = backend.generate([p], GenerationConfig(max_tokens=1, logprobs=True))
+        if gen.text.strip() in ("A", "B", "C"):
+            assert gen.token_logprobs[0] == pytest.approx(s.logprobs["ABC".index(gen.text.strip())], abs=1e-4)
+            assert s.logprobs["ABC".index(gen.text.strip())] == pytest.approx(max(s.logprobs), abs=1e-6)
+    # scores depend only on the prompt, not on what ran before (block-aligned cache reuse)
+    again = backend.score_labels(prompts[::-1], ["A", "B", "C"])[::-1]
+    assert [s.logprobs for s in again] == [s.logprobs for s in scores]
+
+
+def test_score_labels_names_multi_token_labels(backend):
+    (s,) = backend.score_labels([_options(PASSAGES[0])], ["A", "Paris Rome Berlin"])
+    assert s.first_token_only == ["Paris Rome Berlin"]
+
+
 def test_reusable_prefix_hand_computed():
     assert reusable_prefix([], [1, 2, 3], 2) == 0
     assert reusable_prefix([1, 2, 3, 4, 5], [1, 2, 3, 4, 9, 9], 2) == 4  # common 4, a whole number of blocks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 import time
@@ -13,7 +14,14 @@ from typing import Any
 import pytest
 
 import inference.backends.openai_http as openai_http
-from inference.backends.base import Backend, BackendConfig, BackendError, GenerationConfig, load_backend
+from inference.backends.base import (
+    Backend,
+    BackendConfig,
+    BackendError,
+    GenerationConfig,
+    LogprobsUnsupportedError,
+    load_backend,
+)
 
 SCHEMA = {
     "type": "object",
@@ -130,6 +138,14 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
                 {"token": w, "logprob": -0.5 * (i + 1), "bytes": None} for i, w in enumerate(text.split())
             ]
         }
+        if body.get("top_logprobs") and choice["logprobs"]["content"]:
+            # label scoring: the first position's most likely tokens, two spellings of "A" among them
+            choice["logprobs"]["content"][0]["top_logprobs"] = [
+                {"token": " A", "logprob": math.log(0.5), "bytes": None},
+                {"token": "A", "logprob": math.log(0.2), "bytes": None},
+                {"token": "B", "logprob": math.log(0.1), "bytes": None},
+                {"token": "x", "logprob": math.log(0.05), "bytes": None},
+            ]
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -375,3 +391,33 @@ def test_packaged_model_name_and_bad_url_are_rejected():
         load_backend(BackendConfig(name="openai"))
     with pytest.raises(BackendError, match="http"):
         load_backend(BackendConfig(name="openai", model="m", base_url="127.0.0.1:8000/v1"))
+
+
+def test_score_labels_reads_top_logprobs_of_the_first_token(server):
+    backend = make(server)
+    try:
+        scores = backend.score_labels([user("one two"), user("three")], ["A", "B", "C"])
+    finally:
+        backend.close()
+    assert backend.passes == 1 and len(server.requests) == 2
+    body = server.requests[0]["body"]
+    assert body["max_tokens"] == 1 and body["temperature"] == 0.0
+    assert body["logprobs"] is True and body["top_logprobs"] == openai_http.TOP_LOGPROBS
+    for s in scores:
+        # " A" and "A" are both the label A: log(0.5 + 0.2); C was not listed: -inf
+        assert s.logprobs[0] == pytest.approx(math.log(0.7))
+        assert s.logprobs[1] == pytest.approx(math.log(0.1))
+        assert s.logprobs[2] == float("-inf")
+
+
+def test_score_labels_on_a_server_without_logprobs_says_so(server):
+    plain = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "length"}]
+    }
+    server.plan.append(("status", 200, {}, plain))
+    backend = make(server)
+    try:
+        with pytest.raises(LogprobsUnsupportedError, match="does not report log-probabilities.*scoring=json"):
+            backend.score_labels([user("q")], ["A", "B"])
+    finally:
+        backend.close()

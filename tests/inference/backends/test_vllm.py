@@ -287,3 +287,35 @@ def test_engine_json_schema_is_enforced(engine):
     )
     assert gen.constrained
     assert isinstance(json.loads(gen.text)["relevant"], bool)
+
+
+def test_score_labels_is_one_chat_call_restricted_to_the_labels(fake_vllm):
+    """Label scoring: max_tokens 1, greedy, allowed_token_ids = the labels' first tokens, top logprobs read
+    per label (a label vLLM did not list gets -inf)."""
+
+    class Tokenizer:
+        def encode(self, text, add_special_tokens=False):
+            return [ord(ch) for ch in text]  # one id per character: "AB" is two tokens
+
+    backend = load_backend(BackendConfig(name="vllm", model="org/model"))
+    (llm,) = FakeLLM.instances
+    llm.get_tokenizer = Tokenizer
+
+    def chat(messages, sampling_params=None, use_tqdm=True, lora_request=None):
+        llm.chat_calls.append({"messages": messages, "sampling_params": sampling_params})
+        top = {ord("A"): FakeLogprob(-0.2), ord("C"): FakeLogprob(-2.0), 7: FakeLogprob(-1.5)}
+        return [FakeRequestOutput([FakeCompletion("A", [ord("A")], "length", [top])]) for _ in messages]
+
+    llm.chat = chat
+    scores = backend.score_labels([conv("q1"), conv("q2")], ["A", "B", "C", "AB"])
+    assert backend.passes == 1 and len(llm.chat_calls) == 1
+    params = llm.chat_calls[0]["sampling_params"].kwargs
+    assert params == {
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "logprobs": vllm_backend.LABEL_LOGPROBS,
+        "allowed_token_ids": [ord("A"), ord("B"), ord("C")],
+    }
+    for s in scores:
+        assert s.logprobs == [-0.2, float("-inf"), -2.0, -0.2]  # "AB" is scored by its first token, "A"
+        assert s.first_token_only == ["AB"]

@@ -21,6 +21,11 @@ KEYS = [
     "generation",
     "constrained",
     "max_chunk_chars",
+    "scoring",
+    "logprob_scale",
+    "logprob_floor",
+    "claims_max_tokens",
+    "max_claims",
     "similarity",
     "similarity_threshold",
     "number_tolerance",
@@ -49,6 +54,11 @@ def test_groups_say_which_evaluator_reads_which_field():
         "generation",
         "constrained",
         "max_chunk_chars",
+        "scoring",
+        "logprob_scale",
+        "logprob_floor",
+        "claims_max_tokens",
+        "max_claims",
     ]
     assert [f.name for f in fields(LearnedEvaluatorFields)] == [
         "checkpoint",
