@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from training.trainer.config import load_train_config
 from training.trainer.distributed import DataParallel, shard_bounds
 from training.trainer.trainer import EvidentialTrainer
 
-from .conftest import tiny_config
+from .conftest import kill_mid_epoch, tiny_config
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -213,22 +212,7 @@ def test_killed_two_process_run_resumes_to_the_uninterrupted_weights(two_process
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    state_file = out / "last" / "trainer_state.json"
-    killed_at = None
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            state = json.loads(state_file.read_text())
-        except (OSError, json.JSONDecodeError):
-            state = {}
-        if state.get("global_step", 0) >= 2 and state.get("step_in_epoch", 0) > 0:
-            _kill_tree(proc)
-            killed_at = state["global_step"]
-            break
-        time.sleep(0.01)
-    assert killed_at is not None, (
-        f"training ended before it could be killed: {proc.communicate()[0][-2000:]!r}"
-    )
+    kill_mid_epoch(proc, out, kill=_kill_tree)
     saved = torch.load(out / "last" / "optimizer.pt", weights_only=False)
     assert len(saved["rng_by_rank"]) == 2  # each process's RNG state is kept
     done = subprocess.run(

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from safetensors.torch import load_file
@@ -18,7 +16,7 @@ from training.learned.checkpoint import load_learned_model
 from training.trainer.config import load_train_config
 from training.trainer.trainer import EvidentialTrainer, QueryExample, expected_route
 
-from .conftest import tiny_config
+from .conftest import kill_mid_epoch, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -124,24 +122,8 @@ def test_kill_mid_epoch_and_resume(tiny_encoder, ramdocs, tmp_path):
     proc = subprocess.Popen(
         _train_cmd(cfg_path, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
+    killed_at = kill_mid_epoch(proc, out)
     state_file = out / "last" / "trainer_state.json"
-    killed_at = None
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        if state_file.is_file():
-            try:
-                state = json.loads(state_file.read_text())
-            except (json.JSONDecodeError, OSError):
-                state = {}
-            if state.get("global_step", 0) >= 2 and state.get("step_in_epoch", 0) > 0:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                killed_at = state["global_step"]
-                break
-        time.sleep(0.01)
-    assert killed_at is not None, (
-        f"training ended before it could be killed: {proc.communicate()[0][-2000:]!r}"
-    )
     # the last checkpoint is intact and loadable; no finished model claims to exist yet
     state = json.loads(state_file.read_text())
     assert state["global_step"] >= killed_at and not state["finished"]
