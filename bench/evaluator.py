@@ -3,8 +3,9 @@
 For the default CPU model (SmolLM2-135M-Instruct, packaged GGUF) it measures, on the same chunks:
 
 * JSON validity of the outputs without and with constrained decoding (valid / repaired / failed);
-* the ``logprobs`` scoring mode (``evaluator.scoring=logprobs``: one claim listing per query, one prefill per
-  chunk) next to them, as a third row;
+* the ``logprobs`` scoring mode (``evaluator.scoring=logprobs``: one prefill per chunk plus one content-free
+  prefill per query) next to them, with its claims from one claim listing per query (``logprobs``) or from
+  the shipped learned checkpoint's span head (``logprobs-spans``, ``evaluator.logprob_claims=spans``);
 * seconds per batched pass at k = 5 for each CPU backend (transformers; llama.cpp when installed);
 * stance agreement with the RAMDocs document labels (correct/misinfo → ``supports``, noise → not), on chunks
   stratified over the three types, next to the label base rate and to agreement of *non-zero evidence*;
@@ -31,7 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from inference.alignment import ClaimAligner  # noqa: E402
 from inference.backends import BackendConfig, BackendError, GenerationConfig, load_backend  # noqa: E402
 from inference.evaluation.metrics import answer_contained  # noqa: E402
-from inference.evaluators import PromptEvaluator  # noqa: E402
+from inference.evaluators import PromptEvaluator, build_evaluator  # noqa: E402
+from inference.evaluators.config import EvaluatorConfig  # noqa: E402
 from inference.ramdocs import SAMPLE_PATH, load_ramdocs  # noqa: E402
 from inference.types import Chunk  # noqa: E402
 
@@ -96,6 +98,9 @@ def main() -> None:
     ap.add_argument("--out", default="outputs/bench_evaluator.json")
     args = ap.parse_args()
     items = pick_chunks(load_ramdocs(args.data), args.chunks)
+    spans = build_evaluator(
+        EvaluatorConfig(name="learned")
+    )  # the shipped span head: claims of logprobs-spans
     report: dict = {
         "chunks": len(items),
         "k": args.k,
@@ -113,7 +118,8 @@ def main() -> None:
             continue
         gen = GenerationConfig(max_tokens=args.max_tokens)
         row: dict = {"load_s": round(load_s, 2)}
-        for mode, constrained in (("free", False), ("constrained", True), ("logprobs", False)):
+        modes = (("free", False), ("constrained", True), ("logprobs", False), ("logprobs-spans", False))
+        for mode, constrained in modes:
             if constrained and not backend.supports_json_schema:
                 continue
             ev = PromptEvaluator(
@@ -121,7 +127,8 @@ def main() -> None:
                 gen,
                 constrained=constrained,
                 aligner=ClaimAligner(),
-                scoring="logprobs" if mode == "logprobs" else "json",
+                scoring="logprobs" if mode.startswith("logprobs") else "json",
+                claim_extractor=spans.extract_claims if mode == "logprobs-spans" else None,
             )
             dec, times = run_items(ev, items, args.k)
             full = [t for t, i in zip(times, range(0, len(items), args.k)) if len(items) - i >= args.k]
@@ -138,7 +145,7 @@ def main() -> None:
                 "evidence_agreement": round(ev_agree / len(items), 3),
                 "claim_accuracy": claim_accuracy(dec, items),
             }
-            if constrained or mode == "logprobs" or not backend.supports_json_schema:
+            if constrained or mode.startswith("logprobs") or not backend.supports_json_schema:
                 injected = [
                     (q, replace(c, text=c.text + INJECTION.format(target=t)), typ, t, a)
                     for q, c, typ, t, a in items

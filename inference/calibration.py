@@ -51,7 +51,8 @@ def evaluator_identity(config: RunConfig) -> dict[str, Any]:
     * ``learned``: ``checkpoint`` (the resolved folder) and ``fingerprint`` (its content, see
       :func:`training.calibration.checkpoint_fingerprint`), ``encoder``;
     * ``prompt``: ``backend``, ``model``, ``gguf_file``, ``contract`` (prompt contract version),
-      ``constrained``; ``fingerprint`` = sha256 of those.
+      ``constrained`` — and in the ``logprobs`` scoring mode its settings (and, with ``logprob_claims:
+      spans``, the claim checkpoint's fingerprint); ``fingerprint`` = sha256 of those.
     """
     ev = config.evaluator
     if ev.name == "learned":
@@ -83,7 +84,15 @@ def evaluator_identity(config: RunConfig) -> dict[str, Any]:
                 scoring=ev.scoring,
                 logprob_scale=ev.logprob_scale,
                 logprob_floor=ev.logprob_floor,
+                logprob_debias=ev.logprob_debias,
+                logprob_claims=ev.logprob_claims,
             )
+            if ev.logprob_claims == "spans":  # the claims come from a learned checkpoint: its content counts
+                from training.learned.checkpoint import resolve_checkpoint
+
+                info["claims_checkpoint"] = checkpoint_fingerprint(
+                    resolve_checkpoint(ev.resolved_checkpoint())
+                )
         digest = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()
         return {"name": "prompt", **info, "fingerprint": "sha256:" + digest}
     return {"name": ev.name, "fingerprint": None}

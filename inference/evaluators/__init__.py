@@ -48,9 +48,13 @@ def make_aligner(cfg) -> ClaimAligner:
 @EVALUATORS.register("prompt")
 def prompt_evaluator(cfg, backend=None) -> PromptEvaluator:
     """Build the prompt evaluator from an ``EvaluatorConfig`` (loads the backend's model unless an
-    already-loaded ``backend`` of the same section is given). A LoRA adapter fine-tuned on another contract
-    version is refused."""
+    already-loaded ``backend`` of the same section is given; with ``scoring: logprobs`` and
+    ``logprob_claims: spans`` also the learned checkpoint, whose span head gives the claims). A LoRA adapter
+    fine-tuned on another contract version is refused."""
     check_adapter_contract(cfg.backend.lora_path)
+    spans = None
+    if cfg.scoring == "logprobs" and cfg.logprob_claims == "spans":
+        spans = learned_evaluator(cfg).extract_claims
     return PromptEvaluator(
         backend if backend is not None else load_backend(cfg.backend),
         cfg.generation,
@@ -63,6 +67,8 @@ def prompt_evaluator(cfg, backend=None) -> PromptEvaluator:
         logprob_floor=cfg.logprob_floor,
         claims_max_tokens=cfg.claims_max_tokens,
         max_claims=cfg.max_claims,
+        logprob_debias=cfg.logprob_debias,
+        claim_extractor=spans,
     )
 
 

@@ -83,6 +83,20 @@ class PromptEvaluatorFields:
             "ends": "[)",
         },
     )
+    logprob_debias: bool = field(
+        default=True,
+        metadata={
+            "help": "logprobs scoring: divide each query's option probabilities by those after a content-free chunk (one more prefill per query; contextual calibration, Zhao et al. 2021): a preference for a letter or position is no evidence."
+        },
+    )
+    logprob_claims: str = field(
+        default="generate",
+        metadata={
+            "help": "logprobs scoring: where the claims of a question without candidates come from: 'generate' (one short claim-listing generation per query by the same model) or 'spans' (the span head of the learned checkpoint in evaluator.checkpoint, one encoder pass).",
+            "choices": ("generate", "spans"),
+            "must": "be 'generate' or 'spans'",
+        },
+    )
     claims_max_tokens: int = field(
         default=48,
         metadata={

@@ -155,6 +155,20 @@ class LearnedEvaluator:
             )
         return ground_results(results, self.grounding, self.aligner)
 
+    @torch.no_grad()
+    def extract_claims(self, queries: Sequence[str], chunk_texts: Sequence[Sequence[str]]) -> list[list[str]]:
+        """The span head's claims of every query's chunks, unaligned: each chunk's best span first, then the
+        alternates (``span_candidates``); one batched encoder pass for all queries. Other evaluators use it
+        as their claim source (the prompt evaluator's ``logprob_claims: spans``)."""
+        texts = [[t[: self.max_chunk_chars] for t in ts] for ts in chunk_texts]
+        spans = self._extract(queries, texts, ["extracted"] * len(queries))
+        out = []
+        for n in range(len(queries)):
+            per_chunk = spans.get(n, [])
+            best = [c[0].text for c in per_chunk if c and c[0].text]
+            out.append(best + [x.text for c in per_chunk for x in c[1:] if x.text])
+        return out
+
     def _extract(self, queries: Sequence[str], texts: list[list[str]], modes: list[str]) -> dict[int, list]:
         """Pass 1: the span head's claim(s) of every chunk, for the queries whose claims are extracted
         (query index → one list of spans per chunk, best first); one batched encoder pass when any query

@@ -11,6 +11,9 @@ one prefill, nothing decoded). :func:`label_evidence` maps it to evidence:
 
 so the probability the model puts on "none" gives no claim evidence — it stays ignorance, never support —
 and ``floor`` keeps the small probabilities every option gets from spreading evidence over every claim.
+With ``debias`` (the default) each query's options are also scored once after a content-free chunk
+(:data:`CONTENT_FREE`), and ``p`` is divided by that prior before normalizing (contextual calibration): a
+model's preference for a letter or a position is no evidence.
 ``scale`` (default :data:`~inference.evaluators.contract.EVIDENCE_MAX`, the JSON contract's top score) and
 the calibration's evidence map (``calibrate``) set how much one confident chunk weighs.
 
@@ -26,6 +29,7 @@ frame as given. Bump :data:`SCORING_VERSION` whenever a prompt or the mapping ch
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Sequence
@@ -37,8 +41,10 @@ from inference.evaluators.contract import chunk_field
 
 __all__ = [
     "CLAIMS_CHUNK_CHARS",
+    "CONTENT_FREE",
     "MAX_OPTIONS",
     "OPTION_LETTERS",
+    "PRIOR_MIN",
     "SCORING_SYSTEM_PROMPT",
     "SCORING_VERSION",
     "build_claims_prompt",
@@ -52,6 +58,10 @@ SCORING_VERSION = "evidence-logprob/1.0"
 OPTION_LETTERS = string.ascii_uppercase
 #: Claims one scoring prompt can list (the letters A..Y; the letter after the last claim is "none").
 MAX_OPTIONS = len(OPTION_LETTERS) - 1
+#: The smallest prior probability an option is divided by in contextual calibration.
+PRIOR_MIN = 1e-4
+#: The chunk text of the content-free scoring prompt that measures a query's option prior.
+CONTENT_FREE = "N/A"
 #: Characters of each chunk in the per-query claim-listing prompt.
 CLAIMS_CHUNK_CHARS = 1000
 
@@ -148,13 +158,20 @@ def parse_claim_list(text: str, limit: int = 8) -> list[str]:
     return out
 
 
-def label_evidence(logprobs: torch.Tensor, scale: float, floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+def label_evidence(
+    logprobs: torch.Tensor, scale: float, floor: float, prior: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Evidence from the log-probabilities of the options of scoring prompts.
 
     Args:
         logprobs: ``[..., M + 1]``: the M claims' letters, then the "none" letter (``-inf`` = not reported).
         scale: Evidence of a claim that gets all the probability (> 0).
         floor: Probabilities below this give no evidence (in ``[0, 1)``).
+        prior: Optional ``[..., M + 1]`` log-probabilities of the same options after a *content-free*
+            chunk (broadcast over ``logprobs``): the model's preference for letters and positions that no
+            chunk caused. The options' probabilities are divided by the prior's (renormalized over the
+            options, each at least :data:`PRIOR_MIN`) before the softmax — contextual calibration (Zhao et
+            al., 2021, "Calibrate Before Use").
 
     Returns:
         ``(evidence [..., M], probs [..., M + 1])``: ``probs`` is the softmax over the options (a row whose
@@ -162,8 +179,8 @@ def label_evidence(logprobs: torch.Tensor, scale: float, floor: float) -> tuple[
         that reaches ``floor``, else 0.
 
     Raises:
-        ValueError: A ``scale`` that is not positive, a ``floor`` outside ``[0, 1)``, no "none" column, or a
-            NaN / ``+inf`` log-probability.
+        ValueError: A ``scale`` that is not positive, a ``floor`` outside ``[0, 1)``, no "none" column, a
+            NaN / ``+inf`` log-probability, or a ``prior`` that does not broadcast.
 
     >>> e, p = label_evidence(torch.tensor([[0.0, -1.0, 0.0]]).log_softmax(-1), 10.0, 0.1)
     >>> [round(x, 3) for x in e[0].tolist()], [round(x, 3) for x in p[0].tolist()]
@@ -181,6 +198,17 @@ def label_evidence(logprobs: torch.Tensor, scale: float, floor: float) -> tuple[
     if torch.isnan(lp).any() or (lp == float("inf")).any():
         raise ValueError("logprobs must be finite or -inf (not NaN or +inf)")
     lp = lp.clone()
+    if prior is not None:
+        pr = torch.as_tensor(prior, dtype=torch.float64)
+        if torch.isnan(pr).any() or (pr == float("inf")).any():
+            raise ValueError("prior must be finite or -inf (not NaN or +inf)")
+        pr = torch.where(torch.isneginf(pr).all(-1, keepdim=True), torch.zeros_like(pr), pr)
+        try:
+            lp = lp - pr.log_softmax(-1).clamp(min=math.log(PRIOR_MIN)).expand_as(lp)
+        except RuntimeError as exc:
+            raise ValueError(
+                f"prior of shape {tuple(pr.shape)} does not broadcast to {tuple(lp.shape)}"
+            ) from exc
     dead = torch.isneginf(lp).all(-1)
     lp[..., -1] = torch.where(dead, torch.zeros_like(lp[..., -1]), lp[..., -1])
     probs = lp.softmax(-1)

@@ -16,7 +16,7 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -32,6 +32,7 @@ from inference.evaluators.base import EvaluationResult, FrameClaim, build_frame,
 from inference.evaluators.contract import CONTRACT_VERSION, EVIDENCE_MAX, OUTPUT_SCHEMA, build_prompt
 from inference.evaluators.grounding import ground_results
 from inference.evaluators.logprob import (
+    CONTENT_FREE,
     MAX_OPTIONS,
     SCORING_VERSION,
     build_claims_prompt,
@@ -69,6 +70,11 @@ class PromptEvaluator:
         claims_max_tokens: ``logprobs``: new tokens of the per-query claim-listing generation.
         max_claims: ``logprobs``: claims kept from that list (at most
             :data:`~inference.evaluators.logprob.MAX_OPTIONS`).
+        logprob_debias: ``logprobs``: divide each query's option probabilities by those after a
+            content-free chunk (one more prefill per query; contextual calibration).
+        claim_extractor: ``logprobs``: where the claims of a query without candidates come from instead of
+            the claim-listing generation: ``(queries, chunk texts) -> claims per query``, e.g. a learned
+            checkpoint's span head (:meth:`~inference.evaluators.learned.LearnedEvaluator.extract_claims`).
 
     Counters (over the evaluator's lifetime): ``passes`` (batched model calls), ``decisions`` (logical
     decisions) and ``counts`` (valid / repaired / failed outputs).
@@ -90,6 +96,8 @@ class PromptEvaluator:
         logprob_floor: float = 0.1,
         claims_max_tokens: int = 48,
         max_claims: int = 8,
+        logprob_debias: bool = True,
+        claim_extractor: Callable[[Sequence[str], Sequence[Sequence[str]]], list[list[str]]] | None = None,
     ) -> None:
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {', '.join(SCORING_MODES)}; got {scoring!r}")
@@ -106,6 +114,8 @@ class PromptEvaluator:
         self.logprob_floor = float(logprob_floor)
         self.claims_max_tokens = int(claims_max_tokens)
         self.max_claims = int(max_claims)
+        self.logprob_debias = bool(logprob_debias)
+        self.claim_extractor = claim_extractor
         self._fallback: str | None = None
         self.backend = backend
         self.generation = generation or GenerationConfig(max_tokens=128)
@@ -230,18 +240,26 @@ class PromptEvaluator:
         return results
 
     def _claims(self, queries: Sequence[str], chunks: Sequence[Sequence[Chunk]], cands: list[list[str]]):
-        """Where each query's claims come from (``candidates``, ``yes/no`` or ``generated``) and the raw
-        claim texts: one claim-listing generation per query that needs it, all in one batched call."""
+        """Where each query's claims come from (``candidates``, ``yes/no``, ``generated`` or ``spans``) and
+        the raw claim texts: one claim-listing generation per query that needs it, all in one batched call
+        (or one call of the ``claim_extractor``)."""
+        found = "spans" if self.claim_extractor is not None else "generated"
         modes = [
-            "candidates" if cand else "yes/no" if is_yes_no_question(q) else "generated"
+            "candidates" if cand else "yes/no" if is_yes_no_question(q) else found
             for q, cand in zip(queries, cands)
         ]
         raw: list[list[str]] = [
             list(cand) if mode == "candidates" else ["yes", "no"] if mode == "yes/no" else []
             for cand, mode in zip(cands, modes)
         ]
-        need = [n for n, m in enumerate(modes) if m == "generated" and chunks[n]]
-        if need:
+        need = [n for n, m in enumerate(modes) if m == found and chunks[n]]
+        if need and self.claim_extractor is not None:
+            listed = self.claim_extractor(
+                [queries[n] for n in need], [[c.text for c in chunks[n]] for n in need]
+            )
+            for n, claims in zip(need, listed):
+                raw[n] = list(claims)[: self.max_claims]
+        elif need:
             outs = self.backend.generate(
                 [build_claims_prompt(queries[n], [c.text for c in chunks[n]]) for n in need],
                 GenerationConfig(max_tokens=self.claims_max_tokens, temperature=0.0),
@@ -264,7 +282,7 @@ class PromptEvaluator:
             # listed claims are merged by the aligner's rules; candidates and yes/no stay one claim each
             alignment = (
                 self.aligner.align(claims)
-                if mode == "generated"
+                if mode in ("generated", "spans")
                 else self.aligner.align([], inventory=claims)
             )
             frames.append(
@@ -280,7 +298,10 @@ class PromptEvaluator:
             start = len(prompts)
             if shown:
                 prompts += [build_scoring_prompt(q, c.text[: self.max_chunk_chars], shown) for c in cs]
-            spans.append((start, len(prompts), len(shown)))
+            end = len(prompts)
+            if shown and cs and self.logprob_debias:  # the query's option prior, after a content-free chunk
+                prompts.append(build_scoring_prompt(q, CONTENT_FREE, shown))
+            spans.append((start, end, len(shown)))
         width = max((m for _, _, m in spans), default=0)
         labels = option_labels(width)
         scores = self.backend.score_labels(prompts, labels) if prompts else []
@@ -293,9 +314,10 @@ class PromptEvaluator:
             evidence = torch.zeros(len(cs), len(frame), dtype=torch.float64)
             probs = torch.zeros(len(cs), m + 1, dtype=torch.float64)
             if b > a:
-                own = [s.logprobs[:m] + [s.logprobs[m]] for s in scores[a:b]]  # this query's letters + none
+                own = [s.logprobs[: m + 1] for s in scores[a:b]]  # this query's letters, its "none" last
+                prior = torch.tensor(scores[b].logprobs[: m + 1]) if self.logprob_debias else None
                 ev, probs = label_evidence(
-                    torch.tensor(own, dtype=torch.float64), self.logprob_scale, self.logprob_floor
+                    torch.tensor(own, dtype=torch.float64), self.logprob_scale, self.logprob_floor, prior
                 )
                 evidence[:, :m] = ev
             decisions = []
@@ -344,11 +366,12 @@ class PromptEvaluator:
                         "scoring": "logprobs",
                         "backend": getattr(self.backend, "name", type(self.backend).__name__),
                         "claims_from": mode,
-                        "claims_listed": len(frame) if mode == "generated" else None,
+                        "claims_listed": len(frame) if mode in ("generated", "spans") else None,
                         "options_scored": m,
                         "label_first_token_only": first_token_only,
                         "logprob_scale": self.logprob_scale,
                         "logprob_floor": self.logprob_floor,
+                        "logprob_debias": self.logprob_debias,
                         "batch_queries": len(queries),
                     },
                 )

@@ -24,6 +24,8 @@ KEYS = [
     "scoring",
     "logprob_scale",
     "logprob_floor",
+    "logprob_debias",
+    "logprob_claims",
     "claims_max_tokens",
     "max_claims",
     "similarity",
@@ -57,6 +59,8 @@ def test_groups_say_which_evaluator_reads_which_field():
         "scoring",
         "logprob_scale",
         "logprob_floor",
+        "logprob_debias",
+        "logprob_claims",
         "claims_max_tokens",
         "max_claims",
     ]

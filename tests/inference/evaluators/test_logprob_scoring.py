@@ -92,6 +92,30 @@ def test_label_evidence_properties(logprobs, scale, floor):
         assert e == pytest.approx(scale * p) if p >= floor else e == 0.0
 
 
+def test_a_content_free_prior_removes_a_letter_preference():
+    # the chunk's 0.6 / 0.3 on A / B is the model's 2:1 preference for A: p / prior = 1.2, 1.2, 0.4
+    lp = torch.tensor([0.6, 0.3, 0.1]).log()
+    prior = torch.tensor([0.5, 0.25, 0.25]).log()
+    ev, probs = label_evidence(lp, 10.0, 0.1, prior)
+    assert probs.tolist() == pytest.approx([3 / 7, 3 / 7, 1 / 7])
+    assert ev.tolist() == pytest.approx([30 / 7, 30 / 7])
+    # a prior that gives an option (almost) nothing divides by PRIOR_MIN, not by 0
+    ev, probs = label_evidence(lp, 10.0, 0.0, torch.tensor([0.0, NEG, NEG]))
+    assert torch.isfinite(probs).all() and float(probs.sum()) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        label_evidence(lp, 10.0, 0.1, torch.zeros(2))
+    with pytest.raises(ValueError, match="prior must be finite"):
+        label_evidence(lp, 10.0, 0.1, torch.tensor([0.0, float("nan"), 0.0]))
+
+
+@given(st.lists(st.floats(-20, 0, allow_nan=False), min_size=2, max_size=8))
+def test_a_uniform_prior_changes_nothing(logprobs):
+    lp = torch.tensor(logprobs, dtype=torch.float64)
+    plain = label_evidence(lp, 10.0, 0.1)
+    uniform = label_evidence(lp, 10.0, 0.1, torch.zeros(len(logprobs)))
+    torch.testing.assert_close(plain[1], uniform[1])
+
+
 @given(st.floats(-10, 5), st.floats(-10, 5))
 def test_more_none_probability_never_raises_evidence(claim_lp, none_lp):
     lower, _ = label_evidence(torch.tensor([claim_lp, none_lp]), 10.0, 0.0)
@@ -216,7 +240,7 @@ TABLE = {
 
 def test_candidates_are_scored_in_one_pass_with_the_mapped_evidence():
     backend = TableBackend(TABLE)
-    ev = PromptEvaluator(backend, scoring="logprobs", grounding="off")
+    ev = PromptEvaluator(backend, scoring="logprobs", grounding="off", logprob_debias=False)
     res = ev.evaluate("Who directed Baby Doll?", CHUNKS, ["Elia Kazan", "Franco Giraldi"])
     assert backend.passes == 1 and backend.generated == []  # candidates: no claim listing
     assert res.claim_texts == ["Elia Kazan", "Franco Giraldi"]
@@ -231,9 +255,23 @@ def test_candidates_are_scored_in_one_pass_with_the_mapped_evidence():
     assert labels == ["A", "B", "C"] and len(prompts) == 4
 
 
+def test_debiasing_scores_one_content_free_prompt_per_query():
+    table = {
+        "Franco Giraldi directed": {"A": 0.6, "B": 0.3, "C": 0.1},
+        "<chunk>\nN/A\n</chunk>": {"A": 0.5, "B": 0.25, "C": 0.25},
+    }
+    backend = TableBackend(table)
+    ev = PromptEvaluator(backend, scoring="logprobs", grounding="off")
+    res = ev.evaluate("Who directed Baby Doll?", CHUNKS[2:3], ["Elia Kazan", "Franco Giraldi"])
+    ((prompts, _),) = backend.prompts
+    assert len(prompts) == 2 and "<chunk>\nN/A\n</chunk>" in prompts[-1][1]["content"]
+    assert backend.passes == 1 and res.meta["logprob_debias"] is True
+    torch.testing.assert_close(res.evidence, torch.tensor([[30 / 7, 30 / 7]], dtype=torch.float64))
+
+
 def test_claims_without_candidates_come_from_one_listing_per_query():
     backend = TableBackend(TABLE, listing="- Elia Kazan\n- Franco Giraldi\n- elia kazan")
-    ev = PromptEvaluator(backend, scoring="logprobs", grounding="lenient")
+    ev = PromptEvaluator(backend, scoring="logprobs", grounding="lenient", logprob_debias=False)
     res = ev.evaluate_batch(["Who directed Baby Doll?", "Who directed it?"], [CHUNKS, CHUNKS[:2]])
     assert backend.passes == 2  # ONE listing call for both queries, ONE scoring call
     assert len(backend.generated) == 1 and len(backend.generated[0]) == 2
@@ -253,7 +291,7 @@ def test_claims_without_candidates_come_from_one_listing_per_query():
 def test_yes_no_questions_score_yes_and_no_without_a_listing():
     table = {"Baby Doll was directed": {"A": 0.8, "B": 0.1, "C": 0.1}}
     backend = TableBackend(table)
-    res = PromptEvaluator(backend, scoring="logprobs", grounding="off").evaluate(
+    res = PromptEvaluator(backend, scoring="logprobs", grounding="off", logprob_debias=False).evaluate(
         "Is Baby Doll directed by Elia Kazan?", CHUNKS[:1]
     )
     assert res.claim_texts == ["yes", "no"] and res.meta["claims_from"] == "yes/no"
@@ -263,7 +301,9 @@ def test_yes_no_questions_score_yes_and_no_without_a_listing():
 
 def test_an_empty_listing_gives_an_empty_frame_and_no_scoring():
     backend = TableBackend(TABLE, listing="none")
-    res = PromptEvaluator(backend, scoring="logprobs").evaluate("Who directed Baby Doll?", CHUNKS)
+    res = PromptEvaluator(backend, scoring="logprobs", logprob_debias=False).evaluate(
+        "Who directed Baby Doll?", CHUNKS
+    )
     assert res.claims == [] and res.evidence.shape == (4, 0)
     assert backend.prompts == [] and all(d.stance == "irrelevant" for d in res.decisions)
 
@@ -275,7 +315,7 @@ def test_a_backend_without_logprobs_falls_back_to_json_with_a_warning():
 
     reply = gold_output("Elia Kazan", ["Elia Kazan"], evidence=7)
     backend = NoLogprobs(TABLE, json_reply=reply)
-    ev = PromptEvaluator(backend, scoring="logprobs", grounding="off")
+    ev = PromptEvaluator(backend, scoring="logprobs", grounding="off", logprob_debias=False)
     with pytest.warns(UserWarning, match="returned no top_logprobs.*JSON contract"):
         res = ev.evaluate("Who directed Baby Doll?", CHUNKS[:1], ["Elia Kazan"])
     assert res.evidence.tolist() == [[7.0]] and res.meta["scoring"] == "json"
@@ -368,3 +408,36 @@ def test_smollm2_logprob_evaluator_end_to_end(smollm2):
     for r in res:
         assert (r.evidence >= 0).all() and (r.evidence <= EVIDENCE_MAX).all()
         assert r.meta["scoring"] == "logprobs" and r.meta["label_first_token_only"] == []
+
+
+def test_claims_can_come_from_a_span_extractor_in_one_call():
+    calls = []
+
+    def spans(queries, texts):
+        calls.append((list(queries), [len(t) for t in texts]))
+        return [["Elia Kazan", "elia kazan", "Franco Giraldi"] for _ in queries]
+
+    backend = TableBackend(TABLE)
+    ev = PromptEvaluator(
+        backend, scoring="logprobs", grounding="off", logprob_debias=False, claim_extractor=spans
+    )
+    res = ev.evaluate_batch(["Who directed Baby Doll?", "Is it a film?"], [CHUNKS, CHUNKS[3:]])
+    assert calls == [(["Who directed Baby Doll?"], [4])]  # the yes/no question needs no claims
+    assert backend.generated == [] and backend.passes == 1
+    assert res[0].claim_texts == ["Elia Kazan", "Franco Giraldi"] and res[0].meta["claims_from"] == "spans"
+
+
+def test_the_shipped_span_head_is_the_claim_source_of_logprob_claims_spans(smollm2):
+    from inference.evaluators import build_evaluator
+    from inference.evaluators.config import EvaluatorConfig
+
+    cfg = EvaluatorConfig(name="prompt", scoring="logprobs", logprob_claims="spans")
+    ev = build_evaluator(cfg, backend=smollm2)
+    from inference.ramdocs import SAMPLE_PATH, load_ramdocs
+
+    record = load_ramdocs(SAMPLE_PATH, limit=1)[0]  # "What is the population of Gniewkowo?"
+    chunks = [Chunk(id=f"d{j}", text=d["text"]) for j, d in enumerate(record["documents"][:1])]
+    (claims,) = ev.claim_extractor([record["question"]], [[c.text for c in chunks]])
+    assert claims and all(c in chunks[0].text for c in claims)
+    res = ev.evaluate(record["question"], chunks)
+    assert res.meta["claims_from"] == "spans" and res.claim_texts == claims[: len(res.claim_texts)]
