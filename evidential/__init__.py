@@ -9,6 +9,7 @@ torch + stdlib only; no model I/O. The public API below is re-exported at the to
 """
 
 from evidential.batching import pad_evidence
+from evidential.columns import COLUMN_RULES, fuse_columns
 from evidential.compiled import fuse_evidence
 from evidential.config import FusionConfig
 from evidential.errors import ConfigError, EvidentialError, InvalidEvidenceError, ShapeError, UnknownNameError
@@ -52,6 +53,7 @@ __all__ = [
     "CONFLICT",
     "DIRECT",
     "AGGREGATION_RULES",
+    "COLUMN_RULES",
     "FUSION_RULES",
     "ROUTES",
     "ROUTING_POLICIES",
@@ -75,6 +77,7 @@ __all__ = [
     "edl_data_term",
     "edl_loss",
     "fuse",
+    "fuse_columns",
     "fuse_evidence",
     "kl_dirichlet_uniform",
     "mean_pairwise_conflict",
