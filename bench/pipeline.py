@@ -3,7 +3,8 @@
 Same retriever (an index of the questions' own RAMDocs documents), same generator model and decoding
 settings, same k. For each batch of questions the four systems run back to back — Naive RAG, EvidentialRAG
 with the learned evaluator, with the prompt evaluator in its JSON mode, and with the prompt evaluator in its
-``logprobs`` mode (``evaluator.scoring=logprobs``) — so machine noise hits them alike. Prints per-query
+``logprobs`` mode (``evaluator.scoring=logprobs``, claims from the learned span head unless
+``--logprob-claims generate``) — so machine noise hits them alike. Prints per-query
 latency by stage and the relative cost (wall time per query vs Naive RAG); the last line is one JSON object
 ``{"relative_cost_learned": …, "relative_cost_prompt": …, "relative_cost_prompt_logprobs": …,
 "batched_passes_prompt": …}``.
@@ -41,6 +42,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--config", default="cpu")
     ap.add_argument("--out", default="outputs/bench_pipeline.json")
+    ap.add_argument(
+        "--logprob-claims",
+        choices=("spans", "generate"),
+        default="spans",
+        help="claim source of the logprobs row (evaluator.logprob_claims; spans = the learned span head)",
+    )
     args = ap.parse_args()
     cfg = load_config(args.config)
     records = load_ramdocs(args.data, limit=args.limit)
@@ -68,6 +75,9 @@ def main() -> None:
             aligner=make_aligner(prompt_cfg),
             max_chunk_chars=prompt_cfg.max_chunk_chars,
             scoring=scoring,
+            claim_extractor=learned.extract_claims
+            if scoring == "logprobs" and args.logprob_claims == "spans"
+            else None,
         )
         for scoring in ("json", "logprobs")
     )

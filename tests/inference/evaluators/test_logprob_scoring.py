@@ -441,3 +441,20 @@ def test_the_shipped_span_head_is_the_claim_source_of_logprob_claims_spans(smoll
     assert claims and all(c in chunks[0].text for c in claims)
     res = ev.evaluate(record["question"], chunks)
     assert res.meta["claims_from"] == "spans" and res.claim_texts == claims[: len(res.claim_texts)]
+
+
+def test_a_calibration_identity_tells_the_scoring_modes_apart():
+    from dataclasses import replace
+
+    from inference.calibration import evaluator_identity
+    from inference.config import load_config
+
+    cfg = load_config("cpu")
+    json_cfg = replace(cfg, evaluator=replace(cfg.evaluator, name="prompt"))
+    lp_cfg = replace(cfg, evaluator=replace(cfg.evaluator, name="prompt", scoring="logprobs"))
+    json_id, lp_id = evaluator_identity(json_cfg), evaluator_identity(lp_cfg)
+    # the JSON mode's identity has the keys it had before the mode existed, so old files stay valid
+    assert set(json_id) == {"name", "backend", "model", "gguf_file", "contract", "constrained", "fingerprint"}
+    assert lp_id["contract"] == SCORING_VERSION and lp_id["fingerprint"] != json_id["fingerprint"]
+    spans_cfg = replace(lp_cfg, evaluator=replace(lp_cfg.evaluator, logprob_claims="spans"))
+    assert evaluator_identity(spans_cfg)["claims_checkpoint"].startswith("sha256:")
