@@ -24,7 +24,7 @@ mode reads. A label that is several tokens is scored by its first token and list
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -45,6 +45,7 @@ __all__ = [
     "LogprobsUnsupportedError",
     "Prompt",
     "StreamingBackend",
+    "first_token_ids",
     "load_backend",
     "raw_prompt_text",
 ]
@@ -262,6 +263,26 @@ class LabelScoringBackend(Protocol):
     prompt (no decoding) and returns one :class:`LabelScores` per prompt, in order; it counts one pass."""
 
     def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]: ...
+
+
+def first_token_ids(
+    encode: Callable[[str], list[int]], labels: list[str], model: str
+) -> tuple[list[int], list[str]]:
+    """The first token id of each label under ``encode`` (a tokenizer's encoding without special tokens),
+    and the labels that are several tokens (scored by their first token, :class:`LabelScores`).
+
+    Raises:
+        BackendError: A label that encodes to no token in ``model``.
+    """
+    ids, multi = [], []
+    for label in labels:
+        tokens = list(encode(label))
+        if not tokens:
+            raise BackendError(f"the label {label!r} encodes to no token in {model}")
+        ids.append(int(tokens[0]))
+        if len(tokens) > 1:
+            multi.append(label)
+    return ids, multi
 
 
 def raw_prompt_text(prompt: Prompt) -> str:

@@ -65,6 +65,7 @@ from inference.backends.base import (
     GenerationConfig,
     LabelScores,
     Prompt,
+    first_token_ids,
 )
 from inference.backends.models import resolve_model
 
@@ -276,15 +277,12 @@ class LlamaCppBackend:
         tokens."""
         if self._llm is None:
             raise BackendError("the llamacpp backend is closed; build a new one with load_backend(config)")
-        ids, multi = [], []
-        for label in labels:
-            tokens = self._llm.tokenize(label.encode("utf-8"), add_bos=False, special=False)
-            if not tokens:
-                raise BackendError(f"the label {label!r} encodes to no token in {self.model_path.name}")
-            ids.append(int(tokens[0]))
-            if len(tokens) > 1:
-                multi.append(label)
-        return ids, multi
+        llm = self._llm
+        return first_token_ids(
+            lambda t: llm.tokenize(t.encode("utf-8"), add_bos=False, special=False),
+            labels,
+            self.model_path.name,
+        )
 
     def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]:
         """For each chat prompt, the log-probability of each label's first token as the first token of the

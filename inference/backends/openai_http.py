@@ -23,8 +23,9 @@ import random
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -42,6 +43,8 @@ from inference.backends.base import (
 )
 
 __all__ = ["TOP_LOGPROBS", "OpenAIHTTPBackend", "openai_backend"]
+
+T = TypeVar("T")
 
 #: Most likely first tokens an OpenAI-compatible server is asked for in label scoring (OpenAI's maximum is 20).
 TOP_LOGPROBS = 20
@@ -147,7 +150,12 @@ class OpenAIHTTPBackend:
             raise BackendError("the openai backend is closed; build a new one with load_backend()")
         if not prompts:
             return []
-        futures: list[Future[Generation]] = [self._pool.submit(self._complete, p, config) for p in prompts]
+        return self._each(lambda p: self._complete(p, config), prompts)
+
+    def _each(self, request: Callable[[Prompt], T], prompts: list[Prompt]) -> list[T]:
+        """``request`` for every prompt on the worker pool (bounded by ``concurrency``), results in order;
+        the pending ones are cancelled when one fails. Counts one pass."""
+        futures: list[Future[T]] = [self._pool.submit(request, p) for p in prompts]
         try:
             results = [f.result() for f in futures]
         except BaseException:
@@ -198,16 +206,7 @@ class OpenAIHTTPBackend:
                 )
             return LabelScores(logprobs=scores)
 
-        futures = [self._pool.submit(one, p) for p in prompts]
-        try:
-            results = [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
-        with self._lock:
-            self.passes += 1
-        return results
+        return self._each(one, prompts)
 
     def request_body(self, prompt: Prompt, config: GenerationConfig) -> dict[str, Any]:
         """The JSON body sent for one prompt."""

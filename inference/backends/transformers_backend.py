@@ -22,6 +22,7 @@ from inference.backends.base import (
     GenerationConfig,
     LabelScores,
     Prompt,
+    first_token_ids,
     raw_prompt_text,
 )
 from inference.backends.models import resolve_model
@@ -176,15 +177,9 @@ class TransformersBackend:
     def label_token_ids(self, labels: list[str]) -> tuple[list[int], list[str]]:
         """The first token id of each label as this tokenizer encodes it at the start of a reply, and the
         labels that are several tokens."""
-        ids, multi = [], []
-        for label in labels:
-            tokens = self.tokenizer.encode(label, add_special_tokens=False)
-            if not tokens:
-                raise BackendError(f"the label {label!r} encodes to no token in {self.config.model!r}")
-            ids.append(int(tokens[0]))
-            if len(tokens) > 1:
-                multi.append(label)
-        return ids, multi
+        return first_token_ids(
+            lambda t: self.tokenizer.encode(t, add_special_tokens=False), labels, repr(self.config.model)
+        )
 
     def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]:
         """One batched forward pass over all prompts (left-padded, no ``generate``): the log-softmax of the

@@ -23,6 +23,7 @@ from inference.backends.base import (
     GenerationConfig,
     LabelScores,
     Prompt,
+    first_token_ids,
     raw_prompt_text,
 )
 from inference.backends.models import resolve_model
@@ -173,15 +174,9 @@ class VLLMBackend:
         """The first token id of each label in the engine's tokenizer, and the labels that are several
         tokens."""
         tokenizer = self.llm.get_tokenizer()
-        ids, multi = [], []
-        for label in labels:
-            tokens = tokenizer.encode(label, add_special_tokens=False)
-            if not tokens:
-                raise BackendError(f"the label {label!r} encodes to no token in {self.config.model!r}")
-            ids.append(int(tokens[0]))
-            if len(tokens) > 1:
-                multi.append(label)
-        return ids, multi
+        return first_token_ids(
+            lambda t: tokenizer.encode(t, add_special_tokens=False), labels, repr(self.config.model)
+        )
 
     def score_labels(self, prompts: list[Prompt], labels: list[str]) -> list[LabelScores]:
         """One ``LLM.chat`` over all prompts with ``max_tokens=1``, greedy, sampling restricted to the labels'
