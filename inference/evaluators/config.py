@@ -43,6 +43,17 @@ class EvaluatorSelection:
 class PromptEvaluatorFields:
     """Fields of the prompt evaluator (``evaluator.name: prompt``); the learned evaluator ignores them."""
 
+    # the fields of the logprobs scoring mode (calibration cache tags leave them out at their defaults)
+    LOGPROB_FIELDS: ClassVar[tuple[str, ...]] = (
+        "scoring",
+        "logprob_scale",
+        "logprob_floor",
+        "logprob_debias",
+        "logprob_claims",
+        "claims_max_tokens",
+        "max_claims",
+    )
+
     backend: BackendConfig = field(
         default_factory=BackendConfig, metadata={"help": "Model backend of the prompt evaluator."}
     )

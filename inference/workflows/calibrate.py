@@ -34,6 +34,7 @@ from inference.alignment import ClaimAligner
 from inference.calibration import AUTO, evaluator_identity
 from inference.config import RunConfig
 from inference.evaluators import build_evaluator
+from inference.evaluators.config import PromptEvaluatorFields
 from inference.types import Chunk
 from training.calibration import (
     LAM_GRID,
@@ -228,15 +229,7 @@ def _cache_tag(run_config: RunConfig, identity: dict[str, Any], frames: str = "l
         ev.pop(key, None)
     # the logprob scoring fields enter the tag only when set, so caches written before they existed stay valid
     defaults = dataclasses.asdict(type(run_config.evaluator)())
-    for key in (
-        "scoring",
-        "logprob_scale",
-        "logprob_floor",
-        "logprob_debias",
-        "logprob_claims",
-        "claims_max_tokens",
-        "max_claims",
-    ):
+    for key in PromptEvaluatorFields.LOGPROB_FIELDS:
         if ev.get(key) == defaults.get(key):
             ev.pop(key, None)
     ident = {k: v for k, v in identity.items() if k != "checkpoint"}  # content, not location
