@@ -100,6 +100,13 @@ def reusable_prefix(cached: Sequence[int], prompt: Sequence[int], block: int) ->
     return (min(common, len(prompt) - 1) // block) * block if prompt else 0
 
 
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    """``log softmax(logits)`` in float64 (max-shifted, so no overflow)."""
+    x = logits.astype(np.float64)
+    x -= x.max()
+    return x - math.log(np.exp(x).sum())
+
+
 def _sampling(prompt: Prompt, config: GenerationConfig, grammar: Any) -> dict[str, Any]:
     """``create_chat_completion`` arguments of one prompt: plain temperature sampling (llama.cpp's
     top-k/top-p/min-p filters off), greedy at temperature 0, the config's seed and the grammar."""
@@ -307,12 +314,8 @@ class LlamaCppBackend:
                 raise BackendError(f"llama.cpp failed on prompt {index} of the batch: {exc}") from exc
             if not rows:
                 raise BackendError(f"llama.cpp sampled no token for prompt {index} of the batch")
-            logits = rows[0].astype(np.float64)
-            top = logits.max()
-            logz = top + math.log(np.exp(logits - top).sum())
-            out.append(
-                LabelScores(logprobs=[float(logits[i] - logz) for i in ids], first_token_only=list(multi))
-            )
+            logprobs = _log_softmax(rows[0])
+            out.append(LabelScores(logprobs=[float(logprobs[i]) for i in ids], first_token_only=list(multi)))
         self.passes += 1
         return out
 
@@ -388,29 +391,9 @@ class LlamaCppBackend:
         return generate
 
     @contextmanager
-    def _recording_rows(self, out: list[np.ndarray]) -> Iterator[None]:
-        """Append a copy of the logits row llama.cpp samples each token from to ``out`` while active (the
-        same ``Llama.sample`` hook as :meth:`_recording_logprobs`)."""
-        llm, lib = self._llm, self._lib
-        original: Callable[..., int] = llm.sample
-        n_vocab = llm.n_vocab()
-
-        def sample(*args: Any, **kwargs: Any) -> int:
-            idx = kwargs.get("idx")
-            row = -1 if idx is None else idx - llm.n_tokens  # as Llama.sample computes it
-            logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, row), shape=(n_vocab,))
-            out.append(np.array(logits, dtype=np.float32))
-            return original(*args, **kwargs)
-
-        llm.sample = sample
-        try:
-            yield
-        finally:
-            del llm.sample  # back to the class method
-
-    @contextmanager
-    def _recording_logprobs(self, out: list[float]) -> Iterator[None]:
-        """Append the log-probability of every token llama.cpp samples to ``out`` while active.
+    def _on_sample(self, record: Callable[[np.ndarray, int], None]) -> Iterator[None]:
+        """Call ``record(logits, token)`` for every token llama.cpp samples while active: ``logits`` is a view
+        of the row the token was sampled from (valid only during the call).
 
         Wraps this model's ``Llama.sample`` (which ``Llama.generate`` calls once per token) and reads the
         logits row llama.cpp kept for that step; see the module docstring for why not ``logits_all``.
@@ -423,10 +406,7 @@ class LlamaCppBackend:
             token = original(*args, **kwargs)
             idx = kwargs.get("idx")
             row = -1 if idx is None else idx - llm.n_tokens  # as Llama.sample computes it
-            logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, row), shape=(n_vocab,))
-            logits = logits.astype(np.float64)
-            top = logits.max()
-            out.append(float(logits[token] - top - math.log(np.exp(logits - top).sum())))
+            record(np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, row), shape=(n_vocab,)), token)
             return token
 
         llm.sample = sample
@@ -434,3 +414,11 @@ class LlamaCppBackend:
             yield
         finally:
             del llm.sample  # back to the class method
+
+    def _recording_rows(self, out: list[np.ndarray]):
+        """Append a copy of the logits row of every sampled token to ``out`` while active."""
+        return self._on_sample(lambda logits, token: out.append(np.array(logits, dtype=np.float32)))
+
+    def _recording_logprobs(self, out: list[float]):
+        """Append the log-probability of every token llama.cpp samples to ``out`` while active."""
+        return self._on_sample(lambda logits, token: out.append(float(_log_softmax(logits)[token])))

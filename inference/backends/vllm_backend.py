@@ -151,24 +151,26 @@ class VLLMBackend:
             raise BackendError("the vllm backend is closed; build a new one with load_backend()")
         if not prompts:
             return []
+        return [self._generation(out, config) for out in self._run(prompts, self.sampling_params(config))]
+
+    def _run(self, prompts: list[Prompt], params: Any) -> list[Any]:
+        """One ``LLM.chat`` (or, with ``raw_prompts``, ``LLM.generate`` over the plain texts) of all prompts
+        under ``params``: one pass; the request outputs in input order."""
         if self.config.raw_prompts:  # a base model (e.g. selfrag_llama2): plain text, no chat template
             outputs = self.llm.generate(
                 [raw_prompt_text(p) for p in prompts],
-                sampling_params=self.sampling_params(config),
+                sampling_params=params,
                 use_tqdm=False,
                 lora_request=self._lora_request,
             )
         else:
             outputs = self.llm.chat(
-                prompts,
-                sampling_params=self.sampling_params(config),
-                use_tqdm=False,
-                lora_request=self._lora_request,
+                prompts, sampling_params=params, use_tqdm=False, lora_request=self._lora_request
             )
         if len(outputs) != len(prompts):
             raise BackendError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         self.passes += 1
-        return [self._generation(out, config) for out in outputs]
+        return outputs
 
     def label_token_ids(self, labels: list[str]) -> tuple[list[int], list[str]]:
         """The first token id of each label in the engine's tokenizer, and the labels that are several
@@ -191,20 +193,7 @@ class VLLMBackend:
         params = self._vllm.SamplingParams(
             max_tokens=1, temperature=0.0, logprobs=LABEL_LOGPROBS, allowed_token_ids=sorted(set(ids))
         )
-        if self.config.raw_prompts:
-            outputs = self.llm.generate(
-                [raw_prompt_text(p) for p in prompts],
-                sampling_params=params,
-                use_tqdm=False,
-                lora_request=self._lora_request,
-            )
-        else:
-            outputs = self.llm.chat(
-                prompts, sampling_params=params, use_tqdm=False, lora_request=self._lora_request
-            )
-        if len(outputs) != len(prompts):
-            raise BackendError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
-        self.passes += 1
+        outputs = self._run(prompts, params)
         scores = []
         for out in outputs:
             positions = out.outputs[0].logprobs or []

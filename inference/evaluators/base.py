@@ -17,8 +17,22 @@ import torch
 from evidential.registry import Registry
 from inference.alignment import ClaimAligner
 from inference.types import Chunk, ChunkEvidence
+from training.learned.model import is_yes_no_question
 
-__all__ = ["EVALUATORS", "EvaluationResult", "Evaluator", "FrameClaim", "build_frame", "check_batch"]
+__all__ = [
+    "EVALUATORS",
+    "YES_NO",
+    "EvaluationResult",
+    "Evaluator",
+    "FrameClaim",
+    "build_frame",
+    "check_batch",
+    "frame_claims",
+    "frame_source",
+]
+
+#: The frame of a yes/no question.
+YES_NO = ("yes", "no")
 
 
 @dataclass
@@ -102,6 +116,20 @@ def check_batch(
     return cands
 
 
+def frame_source(query: str, candidates: Sequence[str], found: str) -> str:
+    """Where a query's frame comes from: ``candidates`` when some are given, ``yes/no`` for a yes/no
+    question (:data:`YES_NO`), otherwise ``found`` (the evaluator's own claims: ``extracted``, ``generated``,
+    ``spans``)."""
+    return "candidates" if candidates else "yes/no" if is_yes_no_question(query) else found
+
+
+def frame_claims(alignment) -> list[FrameClaim]:
+    """The frame ``a1, a2, ...`` of an :class:`~inference.alignment.Alignment`'s claims."""
+    return [
+        FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms)) for j, c in enumerate(alignment.claims)
+    ]
+
+
 def build_frame(
     chunk_ids: Sequence[str],
     claims: Sequence[str | None],
@@ -116,9 +144,7 @@ def build_frame(
     chunk, the frame index it supports (``None`` for none).
     """
     alignment = aligner.align(list(claims), inventory=list(candidates))
-    frame = [
-        FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms)) for j, c in enumerate(alignment.claims)
-    ]
+    frame = frame_claims(alignment)
     for merge in alignment.merges:
         for fc in frame:
             if merge.a in fc.forms and merge.rule not in fc.merge_rules:

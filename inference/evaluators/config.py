@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from inference.backends.base import BackendConfig, GenerationConfig
 from inference.evaluators.base import EVALUATORS
+from inference.evaluators.contract import SCORING_MODES
 from inference.evaluators.grounding import GROUNDING_MODES
 from training.utils.configio import check_fields, is_device_spec
 
@@ -74,7 +75,7 @@ class PromptEvaluatorFields:
         default="json",
         metadata={
             "help": "Prompt evaluator scoring: 'json' (decode the contract's JSON object per chunk) or 'logprobs' (one prefill per chunk over lettered claim options; evidence from the letters' next-token probabilities, inference.evaluators.logprob). A server without log-probabilities falls back to json with a warning.",
-            "choices": ("json", "logprobs"),
+            "choices": SCORING_MODES,
             "must": "be 'json' or 'logprobs'",
         },
     )

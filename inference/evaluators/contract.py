@@ -18,6 +18,7 @@ from inference.backends.base import Prompt
 
 __all__ = [
     "CONTRACT_VERSION",
+    "SCORING_MODES",
     "EVIDENCE_MAX",
     "OUTPUT_SCHEMA",
     "SYSTEM_PROMPT",
@@ -28,6 +29,9 @@ __all__ = [
 ]
 
 CONTRACT_VERSION = "evidence-json/1.1"
+#: The prompt evaluator's scoring modes: this JSON contract, or log-probabilities of lettered options
+#: (:mod:`inference.evaluators.logprob`).
+SCORING_MODES = ("json", "logprobs")
 EVIDENCE_MAX = 10
 
 # Integer ranges are enumerated so that grammars which cannot enforce "minimum/maximum" still can.

@@ -26,16 +26,20 @@ from typing import Any
 import torch
 
 from inference.alignment import ClaimAligner
-from inference.evaluators.base import EvaluationResult, FrameClaim, check_batch
+from inference.evaluators.base import (
+    YES_NO,
+    EvaluationResult,
+    FrameClaim,
+    check_batch,
+    frame_claims,
+    frame_source,
+)
 from inference.evaluators.grounding import ground_results
 from inference.io import rounded
 from inference.types import Chunk, ChunkEvidence
-from training.learned.model import is_yes_no_question
 from training.utils.text import normalize_text
 
 __all__ = ["LearnedEvaluator", "YES_NO"]
-
-YES_NO = ("yes", "no")
 
 
 class LearnedEvaluator:
@@ -107,10 +111,7 @@ class LearnedEvaluator:
         the grounding check (:func:`inference.evaluators.grounding.ground_results`)."""
         cands = check_batch(queries, chunks, candidates)
         texts = [[c.text[: self.max_chunk_chars] for c in cs] for cs in chunks]
-        modes = [
-            "candidates" if cand else "yes/no" if is_yes_no_question(q) else "extracted"
-            for q, cand in zip(queries, cands)
-        ]
+        modes = [frame_source(q, cand, "extracted") for q, cand in zip(queries, cands)]
         t0 = time.perf_counter()
         spans = self._extract(queries, texts, modes)
         t1 = time.perf_counter()
@@ -162,12 +163,7 @@ class LearnedEvaluator:
         as their claim source (the prompt evaluator's ``logprob_claims: spans``)."""
         texts = [[t[: self.max_chunk_chars] for t in ts] for ts in chunk_texts]
         spans = self._extract(queries, texts, ["extracted"] * len(queries))
-        out = []
-        for n in range(len(queries)):
-            per_chunk = spans.get(n, [])
-            best = [c[0].text for c in per_chunk if c and c[0].text]
-            out.append(best + [x.text for c in per_chunk for x in c[1:] if x.text])
-        return out
+        return [[t for t in _span_texts(spans.get(n, [])) if t] for n in range(len(queries))]
 
     def _extract(self, queries: Sequence[str], texts: list[list[str]], modes: list[str]) -> dict[int, list]:
         """Pass 1: the span head's claim(s) of every chunk, for the queries whose claims are extracted
@@ -196,14 +192,8 @@ class LearnedEvaluator:
     ) -> list[FrameClaim]:
         """The query's frame: the candidates, yes/no, or the aligned extracted spans."""
         inventory = list(candidates) if mode == "candidates" else list(YES_NO) if mode == "yes/no" else []
-        # every chunk's best span first, then the alternates
-        raw = [c[0].text if c else None for c in spans] if spans is not None else [None] * len(chunks)
-        raw += [s.text for c in spans or [] for s in c[1:]]
-        alignment = self.aligner.align(raw, inventory=inventory)
-        return [
-            FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms))
-            for j, c in enumerate(alignment.claims)
-        ]
+        raw = _span_texts(spans) if spans is not None else [None] * len(chunks)
+        return frame_claims(self.aligner.align(raw, inventory=inventory))
 
     def _decisions(self, chunks: Sequence[Chunk], frame: list[FrameClaim], ev: torch.Tensor, spans) -> list:
         """One decision per chunk: it supports its largest-evidence claim when that evidence reaches
@@ -237,3 +227,9 @@ class LearnedEvaluator:
                 )
             )
         return decisions
+
+
+def _span_texts(spans) -> list[str | None]:
+    """Every chunk's best span first (``None`` where a chunk has none: one entry per chunk), then the
+    alternates."""
+    return [c[0].text if c else None for c in spans] + [x.text for c in spans for x in c[1:]]

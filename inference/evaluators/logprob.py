@@ -49,6 +49,7 @@ __all__ = [
     "SCORING_VERSION",
     "build_claims_prompt",
     "build_scoring_prompt",
+    "check_label_settings",
     "label_evidence",
     "option_labels",
     "parse_claim_list",
@@ -158,6 +159,20 @@ def parse_claim_list(text: str, limit: int = 8) -> list[str]:
     return out
 
 
+def check_label_settings(scale: float, floor: float, prefix: str = "") -> None:
+    """Refuse a ``scale`` that is not a finite number > 0 or a ``floor`` outside ``[0, 1)`` (the messages
+    name them with ``prefix``, e.g. ``logprob_``).
+
+    Raises:
+        ValueError: Saying which setting is wrong and what it must be.
+    """
+    number = (int, float)
+    if not (isinstance(scale, number) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"{prefix}scale must be a finite number > 0; got {scale!r}")
+    if not (isinstance(floor, number) and 0.0 <= floor < 1.0):
+        raise ValueError(f"{prefix}floor must be in [0, 1); got {floor!r}")
+
+
 def label_evidence(
     logprobs: torch.Tensor, scale: float, floor: float, prior: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -186,10 +201,7 @@ def label_evidence(
     >>> [round(x, 3) for x in e[0].tolist()], [round(x, 3) for x in p[0].tolist()]
     ([4.223, 1.554], [0.422, 0.155, 0.422])
     """
-    if not scale > 0:
-        raise ValueError(f"scale must be > 0; got {scale}")
-    if not 0.0 <= floor < 1.0:
-        raise ValueError(f"floor must be in [0, 1); got {floor}")
+    check_label_settings(scale, floor)
     lp = torch.as_tensor(logprobs, dtype=torch.float64)
     if lp.ndim == 0 or lp.shape[-1] < 1:
         raise ValueError(

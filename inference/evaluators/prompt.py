@@ -13,7 +13,6 @@ decisions of a batch of queries in ONE batched backend call, in one of two scori
 from __future__ import annotations
 
 import json
-import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -28,8 +27,22 @@ from inference.backends.base import (
     LabelScoringBackend,
     LogprobsUnsupportedError,
 )
-from inference.evaluators.base import EvaluationResult, FrameClaim, build_frame, check_batch
-from inference.evaluators.contract import CONTRACT_VERSION, EVIDENCE_MAX, OUTPUT_SCHEMA, build_prompt
+from inference.evaluators.base import (
+    YES_NO,
+    EvaluationResult,
+    FrameClaim,
+    build_frame,
+    check_batch,
+    frame_claims,
+    frame_source,
+)
+from inference.evaluators.contract import (
+    CONTRACT_VERSION,
+    EVIDENCE_MAX,
+    OUTPUT_SCHEMA,
+    SCORING_MODES,
+    build_prompt,
+)
 from inference.evaluators.grounding import ground_results
 from inference.evaluators.logprob import (
     CONTENT_FREE,
@@ -37,6 +50,7 @@ from inference.evaluators.logprob import (
     SCORING_VERSION,
     build_claims_prompt,
     build_scoring_prompt,
+    check_label_settings,
     label_evidence,
     option_labels,
     parse_claim_list,
@@ -44,12 +58,9 @@ from inference.evaluators.logprob import (
 from inference.evaluators.parsing import parse_decision
 from inference.io import rounded
 from inference.types import Chunk, ChunkEvidence
-from training.learned.model import is_yes_no_question
 from training.utils.text import normalize_text
 
 __all__ = ["SCORING_MODES", "PromptEvaluator"]
-
-SCORING_MODES = ("json", "logprobs")
 
 
 class PromptEvaluator:
@@ -101,12 +112,7 @@ class PromptEvaluator:
     ) -> None:
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {', '.join(SCORING_MODES)}; got {scoring!r}")
-        if not (
-            isinstance(logprob_scale, (int, float)) and math.isfinite(logprob_scale) and logprob_scale > 0
-        ):
-            raise ValueError(f"logprob_scale must be a finite number > 0; got {logprob_scale!r}")
-        if not (isinstance(logprob_floor, (int, float)) and 0.0 <= logprob_floor < 1.0):
-            raise ValueError(f"logprob_floor must be in [0, 1); got {logprob_floor!r}")
+        check_label_settings(logprob_scale, logprob_floor, prefix="logprob_")
         if not 1 <= int(max_claims) <= MAX_OPTIONS:
             raise ValueError(f"max_claims must be in 1..{MAX_OPTIONS}; got {max_claims!r}")
         self.scoring = scoring
@@ -244,12 +250,9 @@ class PromptEvaluator:
         the raw claim texts: one claim-listing generation per query that needs it, all in one batched call
         (or one call of the ``claim_extractor``)."""
         found = "spans" if self.claim_extractor is not None else "generated"
-        modes = [
-            "candidates" if cand else "yes/no" if is_yes_no_question(q) else found
-            for q, cand in zip(queries, cands)
-        ]
+        modes = [frame_source(q, cand, found) for q, cand in zip(queries, cands)]
         raw: list[list[str]] = [
-            list(cand) if mode == "candidates" else ["yes", "no"] if mode == "yes/no" else []
+            list(cand) if mode == "candidates" else list(YES_NO) if mode == "yes/no" else []
             for cand, mode in zip(cands, modes)
         ]
         need = [n for n, m in enumerate(modes) if m == found and chunks[n]]
@@ -277,20 +280,15 @@ class PromptEvaluator:
         t0 = time.perf_counter()
         modes, raw, generated = self._claims(queries, chunks, cands)
         t1 = time.perf_counter()
-        frames: list[list[FrameClaim]] = []
-        for claims, mode in zip(raw, modes):
-            # listed claims are merged by the aligner's rules; candidates and yes/no stay one claim each
-            alignment = (
+        # listed claims are merged by the aligner's rules; candidates and yes/no stay one claim each
+        frames: list[list[FrameClaim]] = [
+            frame_claims(
                 self.aligner.align(claims)
                 if mode in ("generated", "spans")
                 else self.aligner.align([], inventory=claims)
             )
-            frames.append(
-                [
-                    FrameClaim(id=f"a{j + 1}", text=c.text, forms=list(c.forms))
-                    for j, c in enumerate(alignment.claims)
-                ]
-            )
+            for claims, mode in zip(raw, modes)
+        ]
         t2 = time.perf_counter()
         prompts, spans = [], []
         for q, cs, frame in zip(queries, chunks, frames):
