@@ -26,9 +26,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from inference.backends import BackendConfig, GenerationConfig, load_backend  # noqa: E402
-from inference.workflows.sft import resolve_sft_model, sft_contract  # noqa: E402
 from inference.evaluators import PromptEvaluator  # noqa: E402
 from inference.types import Chunk  # noqa: E402
+from inference.workflows.sft import resolve_sft_model, sft_contract  # noqa: E402
 from training.sft.recipe import (  # noqa: E402
     ADAPTER_DIR,
     CARD_FILE,

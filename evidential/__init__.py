@@ -42,6 +42,8 @@ from evidential.routing import (
     ROUTES,
     ROUTING_POLICIES,
     Routing,
+    backing_claims,
+    copy_contested,
     route,
     stated_mask,
 )
@@ -85,6 +87,8 @@ __all__ = [
     "pad_evidence",
     "pairwise_conflict",
     "route",
+    "backing_claims",
+    "copy_contested",
     "stated_mask",
     "validate_evidence",
 ]

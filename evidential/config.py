@@ -210,6 +210,15 @@ class FusionConfig:
             "range": (0.0, 1.0),
         },
     )
+    copy_overlap: float | None = field(
+        default=0.8,
+        metadata={
+            "help": "Edited copies: two chunks whose distinct words overlap at least this much (share of the shorter chunk's words; training.utils.text.near_copies) are copies of one text, and a claim whose every backing chunk copies a chunk that backs a claim with more fused mass is not stated (evidential.copy_contested: a planted edit of a real document is not a second valid answer). null: off.",
+            "range": (0.0, 1.0),
+            "ends": "(]",
+            "null": "off",
+        },
+    )
     sanitize: bool = field(
         default=False,
         metadata={

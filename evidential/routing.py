@@ -20,6 +20,12 @@ What a route *states* (:func:`stated_mask`): a claim is stated when its fused ma
 ``ratio`` times the top claim's mass. The direct route states the selected claim and every other claim
 that clears that bar (several valid answers, e.g. entities sharing a name); the conflict route states the
 claims that clear it (minority claims, e.g. planted ones, drop out); the abstention states none.
+
+Edited copies (:func:`copy_contested`): retrieved chunks are not always independent sources. A planted
+answer is often a copy of a real document with the answer swapped (RAMDocs' misinformation documents,
+corpus-poisoning attacks), and two chunks that are copies of one text are one source, not two. A claim whose
+every backing chunk is a near-copy of a chunk that backs a claim with *more* fused mass contradicts the
+text it was copied from and has no source of its own: it is not stated, whatever its mass.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ __all__ = [
     "Routing",
     "route",
     "check_thresholds",
+    "backing_claims",
+    "copy_contested",
     "stated_mask",
 ]
 
@@ -138,13 +146,88 @@ def route(
     return Routing(ids=fn(u, tau1, tau2, fusion), policy=policy)
 
 
+def backing_claims(evidence: torch.Tensor, chunk_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Which claim each chunk backs: the claim of its largest evidence, where that evidence is positive
+    (first claim on ties; a chunk with no evidence, or a padded one, backs none). The argmax is unchanged by
+    any increasing evidence map (the calibration's ``s · e^p``), so raw and calibrated evidence agree.
+
+    Args:
+        evidence: ``[..., k, M]``, non-negative.
+        chunk_mask: Bool ``[..., k]`` of real chunks.
+
+    Returns:
+        Bool ``[..., k, M]`` with at most one True per chunk.
+
+    Example:
+        >>> backing_claims(torch.tensor([[0.0, 2.0], [1.0, 1.0], [0.0, 0.0]])).tolist()
+        [[False, True], [True, False], [False, False]]
+    """
+    e = torch.as_tensor(evidence)
+    if e.shape[-1] == 0:
+        return torch.zeros(e.shape, dtype=torch.bool, device=e.device)
+    top = e.argmax(-1, keepdim=True)
+    out = torch.zeros(e.shape, dtype=torch.bool, device=e.device).scatter_(-1, top, True)
+    out &= e.max(-1, keepdim=True).values > 0
+    if chunk_mask is not None:
+        out &= chunk_mask.to(torch.bool).unsqueeze(-1)
+    return out
+
+
+def copy_contested(
+    belief: torch.Tensor,
+    evidence: torch.Tensor,
+    copies: torch.Tensor,
+    chunk_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Claims backed only by edited copies: every chunk that backs claim ``j`` (:func:`backing_claims`) is a
+    near-copy (``copies[i, i']``) of a chunk ``i'`` that backs a claim with more fused mass than ``b_j``.
+
+    Such a claim contradicts the text its chunk was copied from and has no source of its own (a planted
+    edit), so :func:`stated_mask` drops it when given this mask. The top claim is never contested, nor is a
+    claim no chunk backs, nor one with a backing chunk that copies nothing better supported; with no copies
+    nothing is.
+
+    Args:
+        belief: Fused singleton masses ``[..., M]``.
+        evidence: The fused evidence ``[..., k, M]`` (which claim each chunk backs).
+        copies: Bool ``[..., k, k]``: chunk ``i`` and chunk ``i'`` are copies of one text (symmetric; the
+            diagonal is ignored).
+        chunk_mask: Bool ``[..., k]`` of real chunks.
+
+    Returns:
+        Bool ``[..., M]``.
+
+    Example:
+        >>> ev = torch.tensor([[4.0, 0.0], [0.0, 3.0], [2.0, 0.0]])  # chunk 2 copies chunk 1
+        >>> copies = torch.tensor([[False, True, False], [True, False, False], [False, False, False]])
+        >>> copy_contested(torch.tensor([0.6, 0.2]), ev, copies).tolist()
+        [False, True]
+    """
+    b = torch.as_tensor(belief)
+    backs = backing_claims(evidence, chunk_mask)  # [..., k, M]
+    k = backs.shape[-2]
+    cp = torch.as_tensor(copies).to(torch.bool) & ~torch.eye(k, dtype=torch.bool, device=backs.device)
+    if chunk_mask is not None:
+        m = chunk_mask.to(torch.bool)
+        cp = cp & m.unsqueeze(-1) & m.unsqueeze(-2)
+    bf = b.to(torch.float64).unsqueeze(-2)  # [..., 1, M]
+    # mass of the claim each chunk backs (-1: none), and the best mass backed by one of its copies
+    own = torch.where(backs, bf, torch.full_like(bf, -1.0)).max(-1).values  # [..., k]
+    partner = torch.where(cp, own.unsqueeze(-2), torch.full_like(own.unsqueeze(-2), -1.0)).max(-1).values
+    outvoted = (own >= 0) & (partner > own)  # [..., k]
+    backed = backs.any(-2)
+    return backed & ~(backs & ~outvoted.unsqueeze(-1)).any(-2)
+
+
 def stated_mask(
     belief: torch.Tensor,
     ratio: float,
     claim_mask: torch.Tensor | None = None,
     routes: torch.Tensor | None = None,
+    contested: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Which claims an answer states: fused mass ``b_j > 0`` and ``b_j >= ratio · max_j b_j``.
+    """Which claims an answer states: fused mass ``b_j > 0`` and ``b_j >= ratio · max_j b_j``, and not
+    ``contested`` (:func:`copy_contested`) where that is given.
 
     Args:
         belief: Fused singleton masses ``[..., M]``.
@@ -153,6 +236,7 @@ def stated_mask(
         claim_mask: Bool ``[..., M]`` of real claims (padding is never stated).
         routes: Route ids ``[...]``; where given, abstaining queries state nothing (the direct and
             conflict routes state the claims above the bar; the top claim always clears it).
+        contested: Bool ``[..., M]`` of claims never stated (claims backed only by edited copies).
 
     Returns:
         Bool ``[..., M]``.
@@ -170,4 +254,6 @@ def stated_mask(
     out = (b > 0) & (b >= ratio * top)
     if routes is not None:
         out &= (torch.as_tensor(routes) != ABSTAIN).unsqueeze(-1)
+    if contested is not None:
+        out &= ~torch.as_tensor(contested).to(torch.bool)
     return out

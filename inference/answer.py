@@ -17,13 +17,14 @@ from typing import Any
 
 import torch
 
-from evidential import FusionConfig, fuse, opinions_from_evidence, route
+from evidential import FusionConfig, copy_contested, fuse, opinions_from_evidence, route
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
 from inference.io import rounded
 from inference.types import Chunk, ChunkEvidence, DataError
 from training.utils.metrics import stated_claims
+from training.utils.text import near_copies
 
 __all__ = [
     "AnswerRecord",
@@ -90,6 +91,9 @@ class ChunkDecision:
     errors: list[str]
     grounded: bool | None = None
     grounding_notes: list[str] = field(default_factory=list)
+    #: ids of the other chunks that are near-copies of this one (fusion.copy_overlap;
+    #: training.utils.text.near_copies)
+    copies: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -110,6 +114,7 @@ class FusionInfo:
     policy: str
     state_ratio: float | None = None
     state_ratio_yes_no: float | None = None
+    copy_overlap: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -233,6 +238,8 @@ class AnswerRecord:
     evaluator_passes: int | None = None
     k: int | None = None
     stated_claims: list[str] = field(default_factory=list)
+    #: claims left out of the stated set because only edited copies back them (evidential.copy_contested)
+    copy_contested: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready record (keys in the documented order, nested parts as dicts)."""
@@ -277,13 +284,30 @@ def answer_record(
 
 
 def build_answer_record(
-    result: EvaluationResult, fusion: FusionConfig, question: str | None = None
+    result: EvaluationResult,
+    fusion: FusionConfig,
+    question: str | None = None,
+    copies: list[list[int]] | None = None,
 ) -> AnswerRecord:
-    """Fuse and route one evaluation and return the typed answer record."""
+    """Fuse and route one evaluation and return the typed answer record.
+
+    ``copies`` (per chunk, the indices of its near-copies) defaults to
+    :func:`~training.utils.text.near_copies` of the chunk texts at ``fusion.copy_overlap``; claims that
+    only edited copies back (:func:`evidential.copy_contested`) stay out of the stated set and are listed in
+    ``copy_contested``."""
     t0 = time.perf_counter()
     ops = opinions_from_evidence(result.evidence, sanitize=fusion.sanitize)
     res = fuse(ops, lam=fusion.lam, rule=fusion.rule)
     decision = route(res, fusion.tau1, fusion.tau2, fusion.policy).names
+    if copies is None:
+        copies = near_copies([c.text for c in result.chunks], fusion.copy_overlap)
+    contested = [False] * len(result.claims)
+    if any(copies) and result.claims:
+        k = len(result.chunks)
+        pairs = torch.zeros(k, k, dtype=torch.bool)
+        for i, js in enumerate(copies):
+            pairs[i, list(js)] = True
+        contested = copy_contested(res.belief, ops.evidence, pairs).tolist()
     t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None
@@ -294,6 +318,7 @@ def build_answer_record(
         sel,
         fusion.state_ratio,
         fusion.state_ratio_yes_no,
+        contested,
     )
     claims = [
         ClaimRecord(c.id, c.text, rounded(res.belief[j]), list(c.chunk_ids), list(c.forms))
@@ -338,8 +363,9 @@ def build_answer_record(
                 errors=d.errors,
                 grounded=d.grounded,
                 grounding_notes=list(d.grounding_notes),
+                copies=[result.chunks[j].id for j in copies[i]],
             )
-            for d, c in zip(result.decisions, result.chunks)
+            for i, (d, c) in enumerate(zip(result.decisions, result.chunks))
         ],
         output_counts=dict(result.counts),
         timings={**{k: rounded(v) for k, v in result.timings.items()}, "fuse_route": rounded(t_fuse)},
@@ -355,8 +381,10 @@ def build_answer_record(
             fusion.policy,
             fusion.state_ratio,
             fusion.state_ratio_yes_no,
+            fusion.copy_overlap,
         ),
         stated_claims=stated,
+        copy_contested=[c.text for c, x in zip(result.claims, contested) if x],
     )
 
 
@@ -415,7 +443,9 @@ def refuse_record(
     before any calibration) are fused and routed as :func:`build_answer_record` does — after the
     calibration's evidence transform when ``calibration`` is given, as the pipeline does — and the route's
     template writes the response (as ``sweep`` does; the record's ``generation`` block is dropped). The
-    retrieval block, ``k``, pass counts, evaluator timings and the calibration block are kept.
+    retrieval block, ``k``, pass counts, evaluator timings and the calibration block are kept. The chunks'
+    recorded ``copies`` decide which claims are copy-contested (a record keeps no chunk text to compare
+    again); ``fusion.copy_overlap`` null turns the rule off.
 
     Args:
         record: An answer record (typed, or its JSON form).
@@ -436,7 +466,12 @@ def refuse_record(
         rec = AnswerRecord.from_dict(data)
         # the evidence and the settings are checked; what fails from here on is a field of the wrong type
         # (from_dict does not type-check every field: a string where an object belongs, a null timing)
-        out = build_answer_record(_evaluation_result(rec, evidence), fusion, rec.question)
+        index = {d.chunk_id: i for i, d in enumerate(rec.chunks)}
+        copies = [
+            sorted(index[c] for c in d.copies if c in index) if fusion.copy_overlap is not None else []
+            for d in rec.chunks
+        ]
+        out = build_answer_record(_evaluation_result(rec, evidence), fusion, rec.question, copies)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise DataError(f"answer record is incomplete or malformed ({type(exc).__name__}: {exc})") from None
     out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes

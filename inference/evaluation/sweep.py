@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from evidential import ROUTES, FusionConfig, fuse, opinions_from_evidence, route
+from evidential import ROUTES, FusionConfig, copy_contested, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
 from inference.answer import record_evidence
@@ -109,7 +109,16 @@ TABLE_METRICS = (
 
 
 #: The fusion fields a setting varies and a record's ``fusion`` block holds (as :class:`inference.answer.FusionInfo`).
-RECORD_FUSION_KEYS = ("rule", "lam", "tau1", "tau2", "policy", "state_ratio", "state_ratio_yes_no")
+RECORD_FUSION_KEYS = (
+    "rule",
+    "lam",
+    "tau1",
+    "tau2",
+    "policy",
+    "state_ratio",
+    "state_ratio_yes_no",
+    "copy_overlap",
+)
 
 
 # ------------------------------------------------------------------------------------------------ grid
@@ -126,6 +135,7 @@ class SweepSetting:
     policy: str
     state_ratio: float = 0.5
     state_ratio_yes_no: float | None = None
+    copy_overlap: float | None = 0.8
 
     def fusion(self) -> FusionConfig:
         """The validated :class:`~evidential.FusionConfig` of this setting."""
@@ -197,7 +207,15 @@ class SweepGrid:
         out += [
             SweepSetting(f"policy {p}", "policy", b.rule, b.lam, b.tau1, b.tau2, p) for p in self.policies
         ]
-        return [replace(s, state_ratio=b.state_ratio, state_ratio_yes_no=b.state_ratio_yes_no) for s in out]
+        return [
+            replace(
+                s,
+                state_ratio=b.state_ratio,
+                state_ratio_yes_no=b.state_ratio_yes_no,
+                copy_overlap=b.copy_overlap,
+            )
+            for s in out
+        ]
 
 
 def parse_lams(text: str) -> list[float]:
@@ -233,12 +251,15 @@ class EvidenceBatch:
         evidence: ``[N, k, M]`` non-negative evidence (zero where padded).
         chunk_mask: ``[N, k]`` real chunks; ``claim_mask``: ``[N, M]`` real claims.
         claims: Per row, the record's claims (``id``, ``text``, ``chunk_ids``, ``forms``) in frame order.
+        copies: ``[N, k, k]`` bool: chunks the records list as near-copies of each other (``chunks[i].copies``;
+            all False for records that predate the field).
     """
 
     evidence: torch.Tensor
     chunk_mask: torch.Tensor
     claim_mask: torch.Tensor
     claims: list[list[dict]]
+    copies: torch.Tensor | None = None
 
 
 def has_cached_evidence(record: dict) -> bool:
@@ -263,6 +284,7 @@ def evidence_batch(records: Sequence[dict]) -> EvidenceBatch:
     ev = torch.zeros(n, k, m, dtype=torch.float64)
     chunk_mask = torch.zeros(n, k, dtype=torch.bool)
     claim_mask = torch.zeros(n, m, dtype=torch.bool)
+    copies = torch.zeros(n, k, k, dtype=torch.bool)
     for i, rec in enumerate(records):
         if not has_cached_evidence(rec):
             raise DataError(
@@ -272,11 +294,16 @@ def evidence_batch(records: Sequence[dict]) -> EvidenceBatch:
         ev[i, : one.shape[0], : one.shape[1]] = one
         chunk_mask[i, : one.shape[0]] = True
         claim_mask[i, : one.shape[1]] = True
+        index = {ch.get("chunk_id"): t for t, ch in enumerate(rec["chunks"])}
+        for t, ch in enumerate(rec["chunks"]):
+            for other in ch.get("copies") or []:
+                if other in index:
+                    copies[i, t, index[other]] = True
     claims = [
         [{k2: c.get(k2) for k2 in ("id", "text", "chunk_ids", "forms")} for c in rec["claims"]]
         for rec in records
     ]
-    return EvidenceBatch(ev, chunk_mask, claim_mask, claims)
+    return EvidenceBatch(ev, chunk_mask, claim_mask, claims, copies)
 
 
 def refuse_rows(
@@ -297,6 +324,11 @@ def refuse_rows(
     res = fuse(ops, lam=fc.lam, rule=fc.rule)
     ids = route(res, fc.tau1, fc.tau2, fc.policy).ids.tolist()
     belief, sel = res.belief.tolist(), res.selected.tolist()
+    contested = (
+        copy_contested(res.belief, ops.evidence, batch.copies, batch.chunk_mask).tolist()
+        if fc.copy_overlap is not None and batch.copies is not None
+        else [None] * len(rows)
+    )
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()
     # as the pipeline does: the isotonic map of the record's (rounded) confidence, rounded
     cal_conf = (
@@ -310,7 +342,13 @@ def refuse_rows(
         answer = claims[sel[i]]["text"] if sel[i] >= 0 else None
         name = ROUTES[ids[i]]
         stated = stated_claims(
-            [c["text"] for c in claims], belief[i], name, sel[i], fc.state_ratio, fc.state_ratio_yes_no
+            [c["text"] for c in claims],
+            belief[i],
+            name,
+            sel[i],
+            fc.state_ratio,
+            fc.state_ratio_yes_no,
+            contested[i],
         )
         response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from evidential.errors import ConfigError
 from inference.backends.base import BackendConfig, GenerationConfig
 from inference.generation.base import GENERATORS
+from inference.generation.prompt import CHUNK_CONTEXTS
 from training.utils.configio import check_fields
 
 __all__ = ["GeneratorConfig"]
@@ -40,6 +41,13 @@ class GeneratorConfig:
         metadata={
             "help": "Each chunk's text is cut to this many characters in the generator prompt.",
             "range": (100, None),
+        },
+    )
+    chunk_context: str = field(
+        default="cited",
+        metadata={
+            "help": "Which chunks the llm generator's prompt quotes: 'cited' — only the chunks that support the claims the route presents (none on an abstention), so a planted or off-topic chunk the evidence left out cannot leak into the answer and the prompt is shorter; 'all' — every retrieved chunk.",
+            "choices": CHUNK_CONTEXTS,
         },
     )
     fallback_to_template: bool = field(

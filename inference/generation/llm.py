@@ -107,6 +107,7 @@ class LLMGenerator:
         backend: The model backend (may be shared with the prompt evaluator).
         generation: Decoding settings (greedy, 128 new tokens by default); free text, never a JSON schema.
         max_chunk_chars: Each chunk's text is cut to this many characters in the prompt.
+        chunk_context: Which chunks the prompt quotes (:data:`~inference.generation.prompt.CHUNK_CONTEXTS`).
         fallback_to_template: Replace texts that fail the post-check by the template's.
 
     Counters (over the generator's lifetime): ``passes`` (batched model calls), ``generated`` (outputs)
@@ -122,10 +123,12 @@ class LLMGenerator:
         *,
         max_chunk_chars: int = 1000,
         fallback_to_template: bool = True,
+        chunk_context: str = "cited",
     ) -> None:
         self.backend = backend
         self.generation = replace(generation or GenerationConfig(max_tokens=128), json_schema=None)
         self.max_chunk_chars = max_chunk_chars
+        self.chunk_context = chunk_context
         self.fallback_to_template = fallback_to_template
         self.template = TemplateGenerator()
         self.passes = 0
@@ -136,7 +139,7 @@ class LLMGenerator:
         """The answers of every input from ONE batched backend call."""
         if not inputs:
             return []
-        prompts = [build_generation_prompt(i, self.max_chunk_chars) for i in inputs]
+        prompts = [build_generation_prompt(i, self.max_chunk_chars, self.chunk_context) for i in inputs]
         t0 = time.perf_counter()
         gens = self.backend.generate(prompts, self.generation)
         seconds = time.perf_counter() - t0
@@ -188,7 +191,7 @@ class LLMGenerator:
                 yield out.raw.strip()
             yield out
             return
-        prompt = build_generation_prompt(inp, self.max_chunk_chars)
+        prompt = build_generation_prompt(inp, self.max_chunk_chars, self.chunk_context)
         t0 = time.perf_counter()
         held, started, final = "", False, None
         for item in self.backend.stream(prompt, self.generation, cancel):
@@ -219,4 +222,5 @@ def llm_generator(cfg, backend: Backend | None = None) -> LLMGenerator:
         cfg.generation,
         max_chunk_chars=cfg.max_chunk_chars,
         fallback_to_template=cfg.fallback_to_template,
+        chunk_context=cfg.chunk_context,
     )

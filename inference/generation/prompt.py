@@ -6,7 +6,9 @@ several claims are stated); *conflict* — say that the sources disagree and lis
 with their sources and masses, presenting none as settled;
 *abstain* — decline and say what evidence would be needed. The user message holds the question, the ranked
 evidence summary (claims by fused mass, their supporting chunk ids, ``U_global`` and its ignorance and
-conflict parts) and the chunk texts between ``<chunk>`` delimiters (look-alike delimiters inside a chunk are
+conflict parts) and the chunk texts between ``<chunk>`` delimiters — with ``chunk_context="cited"`` (the
+default) only the chunks that support the presented claims, so a chunk the evidence left out (a planted
+answer below the stated-set bar, an off-topic passage) cannot leak into the answer (look-alike delimiters inside a chunk are
 neutralized by the evaluator contract's :func:`~inference.evaluators.contract.chunk_field`). Bump
 :data:`GENERATION_PROMPT_VERSION` whenever the text changes: it is recorded with every output.
 """
@@ -17,10 +19,17 @@ import json
 
 from inference.backends.base import Prompt
 from inference.evaluators.contract import chunk_field
-from inference.generation.base import GenerationInput, presented_claims, ranked_claims, rendered_route
+from inference.generation.base import (
+    GenerationInput,
+    cited_chunk_ids,
+    presented_claims,
+    ranked_claims,
+    rendered_route,
+)
 from inference.types import Chunk
 
 __all__ = [
+    "CHUNK_CONTEXTS",
     "GENERATION_PROMPT_VERSION",
     "ROUTE_INSTRUCTIONS",
     "ROUTE_TASKS",
@@ -31,7 +40,10 @@ __all__ = [
     "quoted_chunks",
 ]
 
-GENERATION_PROMPT_VERSION = "routed-answer/1.1"
+GENERATION_PROMPT_VERSION = "routed-answer/1.2"
+#: Which chunks the prompt quotes: those the presented claims cite, or every retrieved one.
+CHUNK_CONTEXTS = ("cited", "all")
+NOTHING_CITED = "(no chunk is quoted: none supports a claim this answer presents)"
 TRUNCATION_MARK = " [...]"
 
 SYSTEM_PREAMBLE = """\
@@ -115,14 +127,20 @@ def quoted_chunks(chunks: list[Chunk], max_chunk_chars: int) -> str:
     return "\n\n".join(parts)
 
 
-def build_generation_prompt(inp: GenerationInput, max_chunk_chars: int = 1000) -> Prompt:
+def build_generation_prompt(
+    inp: GenerationInput, max_chunk_chars: int = 1000, chunk_context: str = "cited"
+) -> Prompt:
     """The chat prompt of one routed query (paper §3.5): route instruction + evidence summary + chunks.
 
     The instruction follows :func:`~inference.generation.base.rendered_route` (a route with nothing to
-    present is written as an abstention).
+    present is written as an abstention). ``chunk_context`` (:data:`CHUNK_CONTEXTS`): ``"cited"`` quotes
+    only the chunks :func:`~inference.generation.base.cited_chunk_ids` names (none on an abstention),
+    ``"all"`` every chunk of ``inp``.
     """
     if isinstance(max_chunk_chars, bool) or not isinstance(max_chunk_chars, int) or max_chunk_chars < 1:
         raise ValueError(f"max_chunk_chars must be an integer >= 1; got {max_chunk_chars!r}")
+    if chunk_context not in CHUNK_CONTEXTS:
+        raise ValueError(f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)}; got {chunk_context!r}")
     r = rendered_route(inp)
     presented = presented_claims(inp)
     if r == "direct" and len(presented) > 1:
@@ -143,10 +161,13 @@ def build_generation_prompt(inp: GenerationInput, max_chunk_chars: int = 1000) -
         )
     else:
         task = ROUTE_TASKS["abstain"]
+    cited = set(cited_chunk_ids(inp)) if chunk_context == "cited" else None
+    shown = [c for c in inp.chunks if cited is None or c.id in cited]
+    quoted = quoted_chunks(shown, max_chunk_chars)
     user = (
         f"QUESTION: {inp.question}\n\n"
         f"EVIDENCE SUMMARY:\n{evidence_summary(inp)}\n\n"
-        f"CHUNKS:\n{quoted_chunks(inp.chunks, max_chunk_chars)}\n\n"
+        f"CHUNKS:\n{quoted if shown or not inp.chunks else NOTHING_CITED}\n\n"
         f"TASK: {task}"
     )
     system = f"{SYSTEM_PREAMBLE}\n\n{ROUTE_INSTRUCTIONS[r]}"

@@ -558,7 +558,7 @@ def _fit(
     enough queries."""
     t1 = time.perf_counter()
     fusion = run_config.fusion
-    data = CalibrationData.from_examples(outcomes)
+    data = CalibrationData.from_examples(outcomes, fusion.copy_overlap)
     prior = (fusion.lam, fusion.tau1, fusion.tau2)
     calibrator = EvidenceCalibrator(
         rule=fusion.rule,

@@ -119,3 +119,79 @@ def test_stated_mask_properties(masses, r1, r2):
         assert bool(c[int(b.argmax())])  # the top claim always clears the bar
     else:
         assert not bool(a.any())  # no mass: nothing is stated
+
+
+# ------------------------------------------------------------------------------------------ edited copies
+from evidential import backing_claims, copy_contested, stated_mask  # noqa: E402
+
+
+def _pairs(k, *pairs):
+    cp = torch.zeros(k, k, dtype=torch.bool)
+    for i, j in pairs:
+        cp[i, j] = cp[j, i] = True
+    return cp
+
+
+def test_backing_claims_is_the_argmax_with_positive_evidence():
+    ev = torch.tensor([[0.0, 2.0, 1.0], [3.0, 3.0, 0.0], [0.0, 0.0, 0.0]])
+    assert backing_claims(ev).tolist() == [[False, True, False], [True, False, False], [False, False, False]]
+    assert backing_claims(ev, torch.tensor([True, False, True])).tolist()[1] == [False, False, False]
+    assert backing_claims(torch.zeros(2, 0)).shape == (2, 0)
+
+
+def test_a_planted_copy_is_contested_and_an_independent_minority_is_not():
+    # chunk 0 backs A, chunk 1 is chunk 0 with the answer swapped (backs B), chunk 2 backs C on its own
+    ev = torch.tensor([[5.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 3.0]], dtype=torch.float64)
+    belief = torch.tensor([0.4, 0.3, 0.2], dtype=torch.float64)
+    contested = copy_contested(belief, ev, _pairs(3, (0, 1)))
+    assert contested.tolist() == [False, True, False]
+    assert stated_mask(belief, 0.0, contested=contested).tolist() == [True, False, True]
+    # the copy backs the better-supported claim: then the original's claim is the one contested
+    assert copy_contested(torch.tensor([0.3, 0.4, 0.2]), ev, _pairs(3, (0, 1))).tolist() == [
+        True,
+        False,
+        False,
+    ]
+    # a claim with one backing chunk that copies nothing better stays
+    ev2 = torch.cat([ev, torch.tensor([[0.0, 2.0, 0.0]], dtype=torch.float64)])
+    assert copy_contested(belief, ev2, _pairs(4, (0, 1))).tolist() == [False, False, False]
+    # equal masses: nobody is outvoted; no copies: nothing is contested
+    assert copy_contested(torch.tensor([0.3, 0.3, 0.2]), ev, _pairs(3, (0, 1))).tolist() == [False] * 3
+    assert copy_contested(belief, ev, _pairs(3)).tolist() == [False] * 3
+
+
+def test_copies_of_padded_chunks_are_ignored():
+    ev = torch.tensor([[[5.0, 0.0], [0.0, 4.0]]], dtype=torch.float64)
+    belief = torch.tensor([[0.5, 0.3]], dtype=torch.float64)
+    cp = _pairs(2, (0, 1)).unsqueeze(0)
+    assert copy_contested(belief, ev, cp).tolist() == [[False, True]]
+    assert copy_contested(belief, ev, cp, torch.tensor([[True, False]])).tolist() == [[False, False]]
+
+
+@given(
+    st.integers(1, 4).flatmap(
+        lambda m: st.tuples(
+            st.lists(
+                st.lists(st.sampled_from([0.0, 0.5, 2.0, 6.0]), min_size=m, max_size=m),
+                min_size=1,
+                max_size=5,
+            ),
+            st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=6),
+        )
+    )
+)
+def test_copy_contested_properties(case):
+    rows, pairs = case
+    ev = torch.tensor(rows, dtype=torch.float64)
+    k = ev.shape[0]
+    cp = _pairs(k, *[(i, j) for i, j in pairs if i < k and j < k])
+    res = fuse(opinions_from_evidence(ev), lam=0.6)
+    contested = copy_contested(res.belief, ev, cp)
+    backed = backing_claims(ev).any(0)
+    assert not bool((contested & ~backed).any())  # only claims some chunk backs
+    top = res.belief.max()
+    assert not bool((contested & (res.belief >= top)).any())  # the top claim never
+    assert not bool(copy_contested(res.belief, ev, torch.zeros(k, k, dtype=torch.bool)).any())
+    # batched equals one query at a time
+    batched = copy_contested(res.belief.unsqueeze(0).repeat(2, 1), ev.repeat(2, 1, 1), cp.repeat(2, 1, 1))
+    assert batched.tolist() == [contested.tolist()] * 2

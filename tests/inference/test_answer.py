@@ -166,3 +166,61 @@ def test_record_evidence_names_what_is_wrong():
         refuse_record({**rec, "evaluator_meta": "x" * 50}, FusionConfig())
     with pytest.raises(DataError, match="incomplete or malformed"):
         refuse_record({**rec, "timings": {**rec["timings"], "align": None}}, FusionConfig())
+
+
+# ------------------------------------------------------------------------------------------ edited copies
+_BRYAN = (
+    "Lieutenant General Blackshear Morrison Bryan ({}) was a United States Army general who served during the "
+    "Second World War and Korean War. Bryan was born in Alexandria, Louisiana on {}."
+)
+
+
+def _bryan_result():
+    """Two independent-looking documents for the real birth date, one edited copy with a planted date."""
+    res = _result(
+        "When was General Bryan born?",
+        [[6.0, 0.0], [0.0, 5.0], [4.0, 0.0]],
+        ["February 8, 1900", "July 15, 1905"],
+        ["c1", "c2", "c3"],
+    )
+    res.chunks[0].text = _BRYAN.format("February 8, 1900 – March 2, 1977", "February 8, 1900")
+    res.chunks[1].text = _BRYAN.format("July 15, 1905 – March 2, 1977", "July 15, 1905")
+    res.chunks[
+        2
+    ].text = "Bryan graduated from West Point in 1922; he was born on February 8, 1900 in Louisiana."
+    return res
+
+
+def test_a_claim_only_an_edited_copy_backs_is_not_stated():
+    wide = dict(tau1=0.95, tau2=0.99, state_ratio=0.0)
+    rec = answer_record(_bryan_result(), FusionConfig(**wide))
+    assert rec["stated_claims"] == ["February 8, 1900"] and rec["copy_contested"] == ["July 15, 1905"]
+    assert [c["copies"] for c in rec["chunks"]] == [["c2"], ["c1"], []]
+    assert "1905" not in rec["response"] and rec["fusion"]["copy_overlap"] == 0.8
+    # off: the planted date clears the bar of 0 and is stated
+    off = answer_record(_bryan_result(), FusionConfig(**wide, copy_overlap=None))
+    assert off["stated_claims"] == ["February 8, 1900", "July 15, 1905"] and off["copy_contested"] == []
+    assert all(c["copies"] == [] for c in off["chunks"])
+    # the fused masses do not change: the rule only decides what is stated
+    assert [c["mass"] for c in rec["claims"]] == [c["mass"] for c in off["claims"]]
+
+
+def test_refusing_keeps_the_recorded_copies():
+    res = _bryan_result()
+    res.decisions = [
+        ChunkEvidence(
+            c.id, None, None, "supports", evidence={f"a{j + 1}": float(v) for j, v in enumerate(row) if v}
+        )
+        for c, row in zip(res.chunks, res.evidence.tolist())
+    ]
+    rec = answer_record(res, FusionConfig(tau1=0.95, tau2=0.99, state_ratio=0.0))
+    again = refuse_record(rec, FusionConfig(tau1=0.95, tau2=0.99, state_ratio=0.0)).to_dict()
+    assert again["stated_claims"] == rec["stated_claims"] and again["copy_contested"] == ["July 15, 1905"]
+    off = refuse_record(rec, FusionConfig(tau1=0.95, tau2=0.99, state_ratio=0.0, copy_overlap=None)).to_dict()
+    assert off["stated_claims"] == ["February 8, 1900", "July 15, 1905"]
+    # a record from before the field (no copies) re-fuses as it was answered
+    old = {**rec, "chunks": [{k: v for k, v in c.items() if k != "copies"} for c in rec["chunks"]]}
+    assert (
+        refuse_record(old, FusionConfig(tau1=0.95, tau2=0.99, state_ratio=0.0)).to_dict()["copy_contested"]
+        == []
+    )

@@ -18,6 +18,7 @@ from training.calibration.fit import (
     EvidenceCalibrator,
     ScaleFit,
     ThresholdFit,
+    answer_hits,
     cross_validate,
     evaluate_parameters,
     fit_calibration,
@@ -66,5 +67,6 @@ __all__ = [
     "fused_outputs",
     "isotonic_map",
     "read_calibration",
+    "answer_hits",
     "set_hits",
 ]

@@ -13,6 +13,7 @@ from evidential.routing import ROUTES
 from training.calibration.apply import CalibrationError
 from training.trainer.trainer import expected_route
 from training.utils.metrics import is_yes_no_frame
+from training.utils.text import near_copies
 
 __all__ = ["ROUTE_ID", "CalibrationData"]
 
@@ -36,6 +37,9 @@ class CalibrationData:
         complete: Bool ``[B]``: every gold answer is a claim of the frame (an extracted frame may miss one;
             then no stated set is right, and the query does not count for the stated-set bar); default all
             True.
+        copies: Bool ``[B, k, k]``: chunk ``i`` and chunk ``i'`` of a query are near-copies of one text
+            (:func:`training.utils.text.near_copies`; the stated set leaves out claims only edited copies
+            back, :func:`evidential.copy_contested`); default all False.
     """
 
     evidence: torch.Tensor
@@ -47,6 +51,7 @@ class CalibrationData:
     keys: list[str] = field(default_factory=list)
     yes_no: torch.Tensor | None = None
     complete: torch.Tensor | None = None
+    copies: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
@@ -57,6 +62,8 @@ class CalibrationData:
         if self.evidence.ndim != 3:
             raise CalibrationError(f"evidence must be [B, k, M]; got shape {tuple(self.evidence.shape)}")
         k, m = self.evidence.shape[1:]
+        if self.copies is None:
+            self.copies = torch.zeros(b, k, k, dtype=torch.bool)
         for name, t, shape in (
             ("chunk_mask", self.chunk_mask, (b, k)),
             ("claim_mask", self.claim_mask, (b, m)),
@@ -65,6 +72,7 @@ class CalibrationData:
             ("expected", self.expected, (b,)),
             ("yes_no", self.yes_no, (b,)),
             ("complete", self.complete, (b,)),
+            ("copies", self.copies, (b, k, k)),
         ):
             if tuple(t.shape) != shape:
                 raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
@@ -87,9 +95,10 @@ class CalibrationData:
         keys: Sequence[str] | None = None,
         yes_no: Sequence[bool] | None = None,
         complete: Sequence[bool] | None = None,
+        copies: Sequence[Sequence[Sequence[int]]] | None = None,
     ) -> CalibrationData:
         """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
-        expected route names."""
+        expected route names; ``copies``: per query, per chunk, the indices of its near-copies."""
         if not (len(evidence) == len(gold) == len(expected)):
             raise CalibrationError("evidence, gold and expected routes must have one entry per query")
         widths = [int(e.shape[1]) if e.ndim == 2 else 0 for e in evidence]
@@ -104,6 +113,13 @@ class CalibrationData:
                 if not 0 <= j < widths[b]:
                     raise CalibrationError(f"query {b}: gold index {j} outside its {widths[b]} claims")
                 g[b, j] = True
+        cp = torch.zeros(ev.shape[0], ev.shape[1], ev.shape[1], dtype=torch.bool)
+        for b, per_chunk in enumerate(copies or []):
+            for i, js in enumerate(per_chunk):
+                for j in js:
+                    if not (0 <= i < ev.shape[1] and 0 <= j < ev.shape[1]):
+                        raise CalibrationError(f"query {b}: copy pair ({i}, {j}) outside its chunks")
+                    cp[b, i, j] = True
         unknown = sorted(set(expected) - set(ROUTE_ID))
         if unknown:
             raise CalibrationError(f"unknown expected route {unknown[0]!r}; routes are {', '.join(ROUTES)}")
@@ -119,12 +135,16 @@ class CalibrationData:
             complete=torch.tensor([bool(x) for x in complete], dtype=torch.bool)
             if complete is not None
             else None,
+            copies=cp,
         )
 
     @classmethod
-    def from_examples(cls, outcomes: Sequence[tuple[Any, torch.Tensor]]) -> CalibrationData:
+    def from_examples(
+        cls, outcomes: Sequence[tuple[Any, torch.Tensor]], copy_overlap: float | None = None
+    ) -> CalibrationData:
         """From ``(QueryExample, evidence [k, M])`` pairs, the input of :func:`training.trainer.trainer.score_outcomes`
-        (expected routes from :func:`training.trainer.trainer.expected_route`)."""
+        (expected routes from :func:`training.trainer.trainer.expected_route`; near-copies among each query's
+        chunk texts at ``copy_overlap``, none when it is ``None``)."""
 
         return cls.from_queries(
             [ev for _, ev in outcomes],
@@ -133,6 +153,7 @@ class CalibrationData:
             [ex.key for ex, _ in outcomes],
             [is_yes_no_frame(ex.claims) for ex, _ in outcomes],
             [getattr(ex, "frame_complete", True) for ex, _ in outcomes],
+            [near_copies(list(ex.chunks), copy_overlap) for ex, _ in outcomes],
         )
 
     def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
@@ -147,4 +168,5 @@ class CalibrationData:
             keys=[self.keys[i] for i in idx.tolist()],
             yes_no=self.yes_no[idx],
             complete=self.complete[idx],
+            copies=self.copies[idx],
         )

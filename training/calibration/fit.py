@@ -27,7 +27,8 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    the open frames, ``state_ratio_yes_no`` on the yes/no frames (``{yes, no}``: answers that exclude each
    other, where one verdict is the right set), so neither kind of question decides the other's bar.
 4. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
-   P(selected claim is gold) (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
+   P(the answer as stated is right) — its stated set, at the fitted bar, holds a gold claim
+   (:func:`answer_hits`; an abstention never does), which is what a response's accuracy measures (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
 
 :func:`evaluate_parameters` scores any setting (route accuracy, ECE, NLL, Brier, selected-claim accuracy)
@@ -47,7 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from evidential import fuse, opinions_from_evidence, stated_mask
+from evidential import copy_contested, fuse, opinions_from_evidence, stated_mask
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
 from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
@@ -72,6 +73,7 @@ __all__ = [
     "fit_thresholds",
     "fold_of",
     "fused_outputs",
+    "answer_hits",
     "set_hits",
 ]
 
@@ -264,6 +266,22 @@ def fit_thresholds(
     )
 
 
+def _stated(data: CalibrationData, belief, routes, ratio: float, ratio_yes_no: float | None) -> torch.Tensor:
+    """The stated sets of routed answers (:func:`evidential.stated_mask` at ``ratio``, at ``ratio_yes_no``
+    for yes/no frames when given; claims only edited copies back left out, :func:`evidential.copy_contested`
+    on ``data.copies``)."""
+    contested = (
+        copy_contested(belief, data.evidence, data.copies, data.chunk_mask)
+        if bool(data.copies.any())
+        else None
+    )
+    stated = stated_mask(belief, ratio, data.claim_mask, routes, contested)
+    if ratio_yes_no is not None and bool(data.yes_no.any()):
+        stated_yn = stated_mask(belief, ratio_yes_no, data.claim_mask, routes, contested)
+        stated = torch.where(data.yes_no.unsqueeze(-1), stated_yn, stated)
+    return stated
+
+
 def set_hits(
     data: CalibrationData,
     belief: torch.Tensor,
@@ -271,15 +289,27 @@ def set_hits(
     ratio: float,
     ratio_yes_no: float | None = None,
 ) -> torch.Tensor:
-    """Per gold query: the stated set (:func:`evidential.stated_mask` at ``ratio`` on the routed answer;
-    at ``ratio_yes_no`` for yes/no frames when given) is exactly the query's gold claims — every gold claim
-    of the frame stated, no other claim — and the frame holds every gold answer (``data.complete``)."""
-    stated = stated_mask(belief, ratio, data.claim_mask, routes)
-    if ratio_yes_no is not None and bool(data.yes_no.any()):
-        stated_yn = stated_mask(belief, ratio_yes_no, data.claim_mask, routes)
-        stated = torch.where(data.yes_no.unsqueeze(-1), stated_yn, stated)
+    """Per gold query: the stated set (:func:`_stated`: :func:`evidential.stated_mask` at ``ratio`` on the
+    routed answer, at ``ratio_yes_no`` for yes/no frames when given, claims only edited copies back left
+    out) is exactly the query's gold claims — every gold claim of the frame stated, no other claim — and
+    the frame holds every gold answer (``data.complete``)."""
+    stated = _stated(data, belief, routes, ratio, ratio_yes_no)
     gold = data.gold & data.claim_mask
     return ((stated == gold) | ~data.claim_mask).all(-1) & gold.any(-1) & data.complete
+
+
+def answer_hits(
+    data: CalibrationData,
+    belief: torch.Tensor,
+    routes: torch.Tensor,
+    ratio: float,
+    ratio_yes_no: float | None = None,
+) -> torch.Tensor:
+    """Per query: the routed answer states a gold claim — the stated set of :func:`set_hits` (same bars,
+    same copy rule) holds at least one gold claim; an abstention never does. This is what a response's
+    accuracy measures (a gold answer is in it), so the isotonic map is fitted to it: the calibrated
+    confidence is the probability that the answer as stated is right."""
+    return (_stated(data, belief, routes, ratio, ratio_yes_no) & data.gold & data.claim_mask).any(-1)
 
 
 def fit_state_ratio(
@@ -356,12 +386,18 @@ def evaluate_parameters(
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
-    a gold reference ``set_accuracy`` (with ``state_ratio``: :func:`set_hits`), ``selected_accuracy``, ``ece`` / ``nll`` / ``brier`` of the final confidence (isotonic-mapped
-    when ``isotonic`` is given) and ``ece_fused`` of the Eq 27 confidence itself. ``details=True`` adds the
+    a gold reference ``set_accuracy`` (with ``state_ratio``: :func:`set_hits`), ``selected_accuracy`` (the
+    selected claim is gold), ``answer_accuracy`` (with ``state_ratio``: the answer as stated is right,
+    :func:`answer_hits`; else the selected claim), ``ece`` / ``nll`` / ``brier`` of the final confidence
+    (isotonic-mapped when ``isotonic`` is given) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
+    the Eq 27 confidence itself against the selected claim (the trainer's ECE). ``details=True`` adds the
     per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
     res, conf, correct = fused_outputs(data, scale, power, lam, rule)
     ids = _route_ids(policy, res.uncertainty, tau1, tau2, res)
     g = data.has_gold
+    selected_ok = correct[g]
+    if state_ratio is not None:  # the answer as stated is right (what the isotonic map is fitted to)
+        correct = answer_hits(data, res.belief, ids, state_ratio, state_ratio_yes_no)
     c_fused, ok = conf[g], correct[g]
     c_final = isotonic_map(c_fused, isotonic)
     n_gold = int(g.sum())
@@ -370,10 +406,11 @@ def evaluate_parameters(
         "queries_with_gold": n_gold,
         "route_accuracy": float((ids == data.expected).double().mean()) if len(data) else 0.0,
         "routes": {name: int((ids == i).sum()) for i, name in enumerate(ROUTES)},
-        "selected_accuracy": float(ok.double().mean()) if n_gold else 0.0,
+        "selected_accuracy": float(selected_ok.double().mean()) if n_gold else 0.0,
+        "answer_accuracy": float(ok.double().mean()) if n_gold else 0.0,
         "mean_confidence": float(c_final.mean()) if n_gold else 0.0,
         "ece": _ece(c_final, ok),
-        "ece_fused": _ece(c_fused, ok),
+        "ece_fused": _ece(c_fused, selected_ok),
         "nll": float(_nll(c_final, ok)) if n_gold else 0.0,
         "brier": float(((c_final - ok.double()) ** 2).mean()) if n_gold else 0.0,
     }
@@ -446,8 +483,13 @@ def fit_calibration(
     iso = None
     if isotonic:
         g = data.has_gold
+        answered = correct.clone()  # the answer as stated is right, under each kind of frame's own bar
+        if len(open_q):
+            answered[open_q] = answer_hits(data.subset(open_q), res.belief[open_q], routes[open_q], ratio)
+        if len(yn_q):
+            answered[yn_q] = answer_hits(data.subset(yn_q), res.belief[yn_q], routes[yn_q], ratio_yn)
         try:
-            iso = fit_isotonic(conf[g].tolist(), correct[g].tolist())
+            iso = fit_isotonic(conf[g].tolist(), answered[g].tolist())
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
     return {
@@ -514,10 +556,10 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         params = fit_calibration(data.subset(train), **fit_kwargs)
         held = data.subset(test)
         p = {k: params[k] for k in _PARAM_KEYS}
-        res, c, ok = fused_outputs(held, p["scale"], p["power"], p["lam"], p["rule"])
+        res, c, _ = fused_outputs(held, p["scale"], p["power"], p["lam"], p["rule"])
         routes[test] = _route_ids(p["policy"], res.uncertainty, p["tau1"], p["tau2"], res)
         conf[test] = isotonic_map(c, p["isotonic"])
-        correct[test] = ok
+        correct[test] = answer_hits(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
         set_ok[test] = set_hits(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
         per_fold.append({k: v for k, v in p.items() if k != "isotonic"} | {"queries": len(test)})
     g = data.has_gold

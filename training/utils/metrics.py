@@ -108,12 +108,14 @@ def stated_claims(
     selected: int,
     ratio: float = 0.5,
     ratio_yes_no: float | None = None,
+    contested: Sequence[bool] | None = None,
 ) -> list[str]:
     """The claims an answer states (the stated set, :func:`evidential.stated_mask`), by fused mass: on
     ``direct`` the selected claim first, then every other claim whose mass reaches the bar × the top mass
     (several valid answers); on ``conflict`` the claims above that bar (minority claims drop out); none on
     ``abstain``. The bar is ``ratio``, or ``ratio_yes_no`` for a yes/no frame (:func:`is_yes_no_frame`)
-    when it is given.
+    when it is given. A ``contested`` claim (:func:`evidential.copy_contested`: backed only by edited
+    copies) is never stated.
 
     >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "conflict", 0)
     ['A', 'B']
@@ -121,13 +123,16 @@ def stated_claims(
     ['A']
     >>> stated_claims(["yes", "no"], [0.5, 0.4], "conflict", 0, ratio=0.5, ratio_yes_no=1.0)
     ['yes']
+    >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "conflict", 0, contested=[False, True, False])
+    ['A']
     """
     if route == "abstain" or not claims:
         return []
     if ratio_yes_no is not None and is_yes_no_frame(claims):
         ratio = ratio_yes_no
     b = torch.as_tensor([float(m) for m in masses], dtype=torch.float64)
-    mask = stated_mask(b, ratio).tolist()
+    cont = None if contested is None else torch.as_tensor([bool(c) for c in contested], dtype=torch.bool)
+    mask = stated_mask(b, ratio, contested=cont).tolist()
     order = sorted(range(len(claims)), key=lambda j: -float(b[j]))
     out = [claims[selected]] if route == "direct" and selected >= 0 else []
     out += [claims[j] for j in order if mask[j] and claims[j] not in out]

@@ -426,3 +426,38 @@ def test_build_generator_uses_a_passed_backend():
     assert not can_share_backend(BackendConfig(), BackendConfig(lora_path="adapter"))
     with pytest.raises(UnknownNameError, match="unknown generator 'gpt'"):
         GENERATORS.get("gpt")
+
+
+def test_cited_context_quotes_only_the_chunks_of_the_presented_claims():
+    # the direct route presents Paris only (stated set): the Lyon chunk is left out of the prompt
+    x = inp(
+        "direct",
+        [claim("a1", "Paris", 0.8, ["c1", "c3"]), claim("a2", "Lyon", 0.1, ["c2"])],
+        answer="Paris",
+        u=0.1,
+        chunks=CHUNKS,
+    )
+    x.stated = ["Paris"]
+    _, cited = build_generation_prompt(x)
+    _, every = build_generation_prompt(x, chunk_context="all")
+    assert "Lyon is the capital" not in cited["content"] and "[c1]" in cited["content"]
+    assert (
+        "Paris is the capital" in cited["content"] and "France's capital city is Paris." in cited["content"]
+    )
+    assert "Lyon is the capital" in every["content"]
+    assert len(cited["content"]) < len(every["content"])
+    # an abstention quotes none of the retrieved chunks, and says why
+    _, user = build_generation_prompt(inp("abstain", [claim("a1", "Paris", 0.0, [])], u=1.0, chunks=CHUNKS))
+    assert "Paris is the capital" not in user["content"]
+    assert "(no chunk is quoted: none supports a claim this answer presents)" in user["content"]
+    with pytest.raises(ValueError, match="chunk_context must be one of cited, all"):
+        build_generation_prompt(x, chunk_context="some")
+
+
+def test_generator_config_validates_chunk_context():
+    from evidential.errors import ConfigError
+    from inference.generation.config import GeneratorConfig
+
+    assert GeneratorConfig().chunk_context == "cited"
+    with pytest.raises(ConfigError, match="chunk_context"):
+        GeneratorConfig(chunk_context="some")

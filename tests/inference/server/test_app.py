@@ -68,6 +68,7 @@ def test_health_and_config(main_server):
         "policy": "paper",
         "state_ratio": 0.5,
         "state_ratio_yes_no": None,
+        "copy_overlap": 0.8,
         "sanitize": False,
     }
     assert c["server"]["api_key_set"] is False and "api_key" not in c["server"]

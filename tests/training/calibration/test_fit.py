@@ -518,3 +518,54 @@ def test_yes_no_frames_get_a_bar_of_their_own():
     )
     with pytest.raises(CalibrationError, match="state_ratio_yes_no"):
         Calibration(evaluator="learned", state_ratio_yes_no=-0.1)
+
+
+def test_set_hits_leave_out_a_claim_only_an_edited_copy_backs():
+    # chunk 0 backs the gold A, chunk 1 (a copy of chunk 0) the planted B: at a bar of 0.2 B is stated
+    # unless the copy rule drops it
+    ev = torch.tensor([[5.0, 0.0], [0.0, 4.0]], dtype=torch.float64)
+    belief = torch.tensor([[0.5, 0.3]], dtype=torch.float64)
+    routes = torch.tensor([1])
+    plain = CalibrationData.from_queries([ev], [[0]], ["conflict"])
+    copied = CalibrationData.from_queries([ev], [[0]], ["conflict"], copies=[[[1], [0]]])
+    assert plain.copies.shape == (1, 2, 2) and not bool(plain.copies.any())
+    assert set_hits(plain, belief, routes, 0.2).tolist() == [False]
+    assert set_hits(copied, belief, routes, 0.2).tolist() == [True]
+    assert copied.subset([0]).copies.tolist() == copied.copies.tolist()
+    with pytest.raises(CalibrationError, match="copy pair"):
+        CalibrationData.from_queries([ev], [[0]], ["conflict"], copies=[[[2], []]])
+
+
+def test_from_examples_finds_copies_in_the_chunk_texts():
+    base = " ".join(f"word{i}" for i in range(20))
+    ex = QueryExample(
+        "k",
+        "q?",
+        [base + " 1900", base + " 1905", "unrelated"],
+        ["1900", "1905"],
+        [0, 1, None],
+        [0],
+        ["correct", "misinfo", "noise"],
+        None,
+    )
+    ev = torch.tensor([[5.0, 0.0], [0.0, 4.0], [0.0, 0.0]], dtype=torch.float64)
+    assert CalibrationData.from_examples([(ex, ev)], 0.8).copies[0].tolist() == [
+        [False, True, False],
+        [True, False, False],
+        [False, False, False],
+    ]
+    assert not bool(CalibrationData.from_examples([(ex, ev)]).copies.any())
+
+
+def test_answer_hits_and_the_isotonic_target_are_the_answer_as_stated():
+    from training.calibration import answer_hits
+
+    # query 0: the selected claim (0.5) is wrong, the second stated claim (0.3) is gold
+    belief = torch.tensor([[0.5, 0.3], [0.5, 0.3]], dtype=torch.float64)
+    ev = torch.tensor([[5.0, 0.0], [0.0, 4.0]], dtype=torch.float64)
+    data = CalibrationData.from_queries([ev, ev], [[1], [1]], ["conflict", "conflict"])
+    assert answer_hits(data, belief, torch.tensor([1, 1]), 0.5).tolist() == [True, True]
+    assert answer_hits(data, belief, torch.tensor([1, 2]), 0.5).tolist() == [True, False]  # abstention
+    assert answer_hits(data, belief, torch.tensor([1, 1]), 1.0).tolist() == [False, False]  # only the top
+    m = evaluate_parameters(data, lam=0.6, tau1=0.0, tau2=1.0, state_ratio=0.5)
+    assert m["selected_accuracy"] == 0.0 and m["answer_accuracy"] == 1.0
