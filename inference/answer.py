@@ -238,6 +238,9 @@ class AnswerRecord:
     evaluator_passes: int | None = None
     k: int | None = None
     stated_claims: list[str] = field(default_factory=list)
+    #: fused mass of the stated set (Σ of its claims' masses): the belief that the answer as stated holds the
+    #: truth; what a calibration with ``confidence_input: stated`` maps to ``calibrated_confidence``
+    stated_mass: float | None = None
     #: claims left out of the stated set because only edited copies back them (evidential.copy_contested)
     copy_contested: list[str] = field(default_factory=list)
 
@@ -384,6 +387,9 @@ def build_answer_record(
             fusion.copy_overlap,
         ),
         stated_claims=stated,
+        stated_mass=rounded(
+            sum(float(res.belief[j]) for j, c in enumerate(result.claims) if c.text in stated)
+        ),
         copy_contested=[c.text for c, x in zip(result.claims, contested) if x],
     )
 
@@ -477,7 +483,9 @@ def refuse_record(
     out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes
     out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
     if calibration is not None:
-        out.calibrated_confidence = rounded(calibration.calibrated_confidence(out.confidence))
+        out.calibrated_confidence = rounded(
+            calibration.calibrated_confidence(out.confidence, out.stated_mass)
+        )
         out.calibration = rec.calibration
     return out
 

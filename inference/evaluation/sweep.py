@@ -314,6 +314,7 @@ def refuse_rows(
     judge,
     judge_cache: dict[tuple[str, str], dict] | None = None,
     isotonic: dict[str, list[float]] | None = None,
+    confidence_input: str = "top",
 ) -> list[dict]:
     """Re-fuse and re-route ``rows`` under ``setting`` (one batched fusion call) and score the templated
     answers like the runner scores generated ones (with ``isotonic``, the calibration's confidence map, the
@@ -330,10 +331,6 @@ def refuse_rows(
         else [None] * len(rows)
     )
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()
-    # as the pipeline does: the isotonic map of the record's (rounded) confidence, rounded
-    cal_conf = (
-        [rounded(float(isotonic_map(rounded(c), isotonic))) for c in conf] if isotonic is not None else conf
-    )
     ign, con = res.ignorance.tolist(), res.conflict.tolist()
     out, todo = [], []
     cache = judge_cache if judge_cache is not None else {}
@@ -350,6 +347,13 @@ def refuse_rows(
             fc.state_ratio_yes_no,
             contested[i],
         )
+        mass = rounded(sum(belief[i][j] for j, c in enumerate(claims) if c["text"] in stated))
+        # as the pipeline does: the isotonic map of the record's (rounded) confidence or stated mass, rounded
+        cal_conf = rounded(
+            float(isotonic_map(mass if confidence_input == "stated" else rounded(conf[i]), isotonic))
+            if isotonic is not None
+            else conf[i]
+        )
         response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]
         record = {
@@ -362,7 +366,8 @@ def refuse_rows(
             "ignorance": rounded(ign[i]),
             "conflict": rounded(con[i]),
             "confidence": rounded(conf[i]),
-            **({"calibrated_confidence": rounded(cal_conf[i])} if isotonic is not None else {}),
+            "stated_mass": mass,
+            **({"calibrated_confidence": cal_conf} if isotonic is not None else {}),
             "fusion": {k: getattr(fc, k) for k in RECORD_FUSION_KEYS},
             "generator": "template",
             "logical_decisions": row["record"].get("logical_decisions"),
@@ -371,7 +376,7 @@ def refuse_rows(
         new = {
             **row,
             "record": record,
-            "scores": instance_scores(inst, record, min(max(rounded(cal_conf[i]), 0.0), 1.0)),
+            "scores": instance_scores(inst, record, min(max(cal_conf, 0.0), 1.0)),
         }
         key = (row["id"], response)
         if key in cache:
@@ -483,14 +488,17 @@ def run_sweep(
     for name in sweepable:
         rows = per_system[name]
         batch = evidence_batch([r["record"] for r in rows])
-        sys_settings, applied, iso = settings, None, None
+        sys_settings, applied, iso, iso_input = settings, None, None, "top"
         cal = rows[0]["record"].get("calibration")
         if isinstance(cal, dict) and "scale" in cal:
             # the run applied a calibration (calibration: auto or a file): re-fuse what it fused — the scaled
             # evidence — around the fusion setting it ran with
             applied = {k: cal.get(k) for k in ("file", "scale", "power")}
             try:
-                iso = read_calibration(cal["file"]).isotonic if cal.get("isotonic") else None
+                read = read_calibration(cal["file"])
+                iso, iso_input = (
+                    (read.isotonic, read.confidence_input) if cal.get("isotonic") else (None, "top")
+                )
             except (CalibrationError, OSError, KeyError, TypeError):
                 iso = None
                 applied["isotonic"] = "calibration file not readable: confidence left unmapped"
@@ -502,7 +510,7 @@ def run_sweep(
         cache: dict = {}
         entries = []
         for s in sys_settings:
-            new = refuse_rows(rows, batch, s, instances, judge, cache, iso)
+            new = refuse_rows(rows, batch, s, instances, judge, cache, iso, iso_input)
             entry = {"setting": s.__dict__, **_setting_metrics(new, ref_rows, reference)}
             if s.table == "base":  # the re-fused run setting must reproduce the run's own routes
                 same = sum(a["record"]["route"] == b["record"].get("route") for a, b in zip(new, rows))

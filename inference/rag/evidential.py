@@ -279,7 +279,9 @@ class EvidentialRAG(RAGSystem):
         records = [build_answer_record(res, fusion, q) for res, q in zip(results, questions)]
         if cal is not None:
             for rec in records:
-                rec.calibrated_confidence = rounded(cal.calibrated_confidence(rec.confidence))
+                rec.calibrated_confidence = rounded(
+                    cal.calibrated_confidence(rec.confidence, rec.stated_mass)
+                )
                 rec.calibration = dict(self.calibration_info or {})
         inputs = [generation_input_from_record(r.to_dict(), cs) for r, cs in zip(records, rows)]
         return _Evidence(records, results, rows, set(need), per_query_retrieve, inputs, include_text)

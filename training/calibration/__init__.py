@@ -29,10 +29,12 @@ from training.calibration.fit import (
     fold_of,
     fused_outputs,
     set_hits,
+    stated_mass,
 )
 from training.calibration.format import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
+    CONFIDENCE_INPUTS,
     Calibration,
     checkpoint_fingerprint,
     describe_identity,
@@ -42,6 +44,7 @@ from training.calibration.format import (
 __all__ = [
     "CALIBRATION_FORMAT",
     "CALIBRATION_VERSION",
+    "CONFIDENCE_INPUTS",
     "LAM_GRID",
     "POWER_GRID",
     "SCALE_GRID",
@@ -69,4 +72,5 @@ __all__ = [
     "read_calibration",
     "answer_hits",
     "set_hits",
+    "stated_mass",
 ]

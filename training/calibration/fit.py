@@ -28,7 +28,9 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    other, where one verdict is the right set), so neither kind of question decides the other's bar.
 4. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
    P(the answer as stated is right) — its stated set, at the fitted bar, holds a gold claim
-   (:func:`answer_hits`; an abstention never does), which is what a response's accuracy measures (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
+   (:func:`answer_hits`; an abstention never does), which is what a response's accuracy measures. Its input
+   is the stated set's fused mass (:func:`stated_mass`, ``confidence_input: stated``): the belief that the
+   answer as stated holds the truth, the top claim's mass when one claim is stated (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
 
 :func:`evaluate_parameters` scores any setting (route accuracy, ECE, NLL, Brier, selected-claim accuracy)
@@ -312,6 +314,20 @@ def answer_hits(
     return (_stated(data, belief, routes, ratio, ratio_yes_no) & data.gold & data.claim_mask).any(-1)
 
 
+def stated_mass(
+    data: CalibrationData,
+    belief: torch.Tensor,
+    routes: torch.Tensor,
+    ratio: float,
+    ratio_yes_no: float | None = None,
+) -> torch.Tensor:
+    """Per query: the fused mass of the stated set (the stated sets of :func:`set_hits`), ``Σ_{j stated}
+    b_j`` — the belief that the answer as stated holds the truth (singleton masses add up over a set of
+    claims); the top claim's mass when one claim is stated, 0 on an abstention."""
+    stated = _stated(data, belief, routes, ratio, ratio_yes_no)
+    return (belief * stated.to(belief.dtype)).sum(-1)
+
+
 def fit_state_ratio(
     data: CalibrationData,
     belief: torch.Tensor,
@@ -383,6 +399,7 @@ def evaluate_parameters(
     isotonic: dict[str, list[float]] | None = None,
     state_ratio: float | None = None,
     state_ratio_yes_no: float | None = None,
+    confidence_input: str = "top",
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
@@ -396,10 +413,13 @@ def evaluate_parameters(
     ids = _route_ids(policy, res.uncertainty, tau1, tau2, res)
     g = data.has_gold
     selected_ok = correct[g]
+    c_input = conf
     if state_ratio is not None:  # the answer as stated is right (what the isotonic map is fitted to)
         correct = answer_hits(data, res.belief, ids, state_ratio, state_ratio_yes_no)
+        if confidence_input == "stated":
+            c_input = stated_mass(data, res.belief, ids, state_ratio, state_ratio_yes_no)
     c_fused, ok = conf[g], correct[g]
-    c_final = isotonic_map(c_fused, isotonic)
+    c_final = isotonic_map(c_input[g], isotonic)
     n_gold = int(g.sum())
     out: dict[str, Any] = {
         "queries": len(data),
@@ -483,13 +503,16 @@ def fit_calibration(
     iso = None
     if isotonic:
         g = data.has_gold
-        answered = correct.clone()  # the answer as stated is right, under each kind of frame's own bar
-        if len(open_q):
-            answered[open_q] = answer_hits(data.subset(open_q), res.belief[open_q], routes[open_q], ratio)
-        if len(yn_q):
-            answered[yn_q] = answer_hits(data.subset(yn_q), res.belief[yn_q], routes[yn_q], ratio_yn)
+        # the answer as stated: is it right, and the fused mass of what it states (each kind of frame at its
+        # own bar)
+        answered, mass = correct.clone(), conf.clone()
+        for q, r in ((open_q, ratio), (yn_q, ratio_yn)):
+            if len(q):
+                sub = data.subset(q)
+                answered[q] = answer_hits(sub, res.belief[q], routes[q], r)
+                mass[q] = stated_mass(sub, res.belief[q], routes[q], r)
         try:
-            iso = fit_isotonic(conf[g].tolist(), answered[g].tolist())
+            iso = fit_isotonic(mass[g].tolist(), answered[g].tolist())
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
     return {
@@ -503,6 +526,7 @@ def fit_calibration(
         "isotonic": iso,
         "state_ratio": ratio,
         "state_ratio_yes_no": ratio_yn,
+        "confidence_input": "stated",
         "fit": {
             "nll_identity": sf.nll_identity,
             "nll_scaled": sf.nll,
@@ -535,6 +559,7 @@ _PARAM_KEYS = (
     "isotonic",
     "state_ratio",
     "state_ratio_yes_no",
+    "confidence_input",
 )
 
 
@@ -558,6 +583,8 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         p = {k: params[k] for k in _PARAM_KEYS}
         res, c, _ = fused_outputs(held, p["scale"], p["power"], p["lam"], p["rule"])
         routes[test] = _route_ids(p["policy"], res.uncertainty, p["tau1"], p["tau2"], res)
+        if p["confidence_input"] == "stated":
+            c = stated_mass(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
         conf[test] = isotonic_map(c, p["isotonic"])
         correct[test] = answer_hits(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
         set_ok[test] = set_hits(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
@@ -624,7 +651,8 @@ class EvidenceCalibrator:
         return apply_evidence_transform(evidence, p["scale"], p["power"])
 
     def confidence(self, confidence):
-        """The fitted isotonic map of the Eq 27 confidence (identity without one)."""
+        """The fitted isotonic map (identity without one) of its input: the stated set's fused mass
+        (``params["confidence_input"]``, :func:`stated_mass`)."""
         return isotonic_map(confidence, self._fitted()["isotonic"])
 
     def evaluate(self, data: CalibrationData, details: bool = False) -> dict[str, Any]:

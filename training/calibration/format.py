@@ -21,6 +21,7 @@ from training.utils.io import loads_strict
 __all__ = [
     "CALIBRATION_FORMAT",
     "CALIBRATION_VERSION",
+    "CONFIDENCE_INPUTS",
     "Calibration",
     "checkpoint_fingerprint",
     "describe_identity",
@@ -61,6 +62,10 @@ def _num(d: dict, key: str, where: str, low: float, high: float, open_low: bool 
     return float(v)
 
 
+#: What a calibration's isotonic map reads: the top claim's mass (Eq 27) or the stated set's fused mass.
+CONFIDENCE_INPUTS = ("top", "stated")
+
+
 @dataclass
 class Calibration:
     """A fitted calibration (the calibration JSON file, version :data:`CALIBRATION_VERSION`).
@@ -68,7 +73,10 @@ class Calibration:
     Parameters: ``scale``/``power`` (``e' = s · e^p``), ``lam``, ``tau1``, ``tau2`` (for ``rule`` and
     ``policy``), ``isotonic`` (breakpoints, or None), ``state_ratio`` (the stated-set bar,
     :func:`evidential.stated_mask`; optional — None keeps the run config's), ``state_ratio_yes_no`` (the bar
-    for yes/no frames; optional likewise). Provenance: ``evaluator`` (name), ``evaluator_info``
+    for yes/no frames; optional likewise), ``confidence_input`` (what the isotonic map reads, one of
+    :data:`CONFIDENCE_INPUTS`: ``"top"`` the Eq 27 confidence, the top claim's mass — files fitted before the
+    field; ``"stated"`` the fused mass of the stated set, the belief that the answer as stated holds the
+    truth). Provenance: ``evaluator`` (name), ``evaluator_info``
     (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
     ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
     ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
@@ -85,6 +93,7 @@ class Calibration:
     isotonic: dict[str, list[float]] | None = None
     state_ratio: float | None = None
     state_ratio_yes_no: float | None = None
+    confidence_input: str = "top"
     evaluator_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -110,6 +119,11 @@ class Calibration:
                 setattr(self, key, _num({key: getattr(self, key)}, key, w, 0.0, 1.0))
         if not isinstance(self.evaluator, str) or not self.evaluator:
             raise CalibrationError(f"evaluator.name must be a non-empty string; got {self.evaluator!r}")
+        if self.confidence_input not in CONFIDENCE_INPUTS:
+            raise CalibrationError(
+                f"parameters.confidence_input must be one of {', '.join(CONFIDENCE_INPUTS)}; "
+                f"got {self.confidence_input!r}"
+            )
         if self.rule not in FUSION_RULES:
             raise CalibrationError(f"parameters.rule: unknown fusion rule {self.rule!r}")
         if self.policy not in ROUTING_POLICIES:
@@ -140,9 +154,17 @@ class Calibration:
         """``e' = s · e^p`` (before Eqs 2–6)."""
         return apply_evidence_transform(evidence, self.scale, self.power)
 
-    def calibrated_confidence(self, confidence):
-        """The isotonic map of the Eq 27 confidence (float, numpy array or tensor); identity without one.
-        A confidence of 0 (no claim selected) maps to 0."""
+    def calibrated_confidence(self, confidence, stated_mass=None):
+        """The isotonic map of the answer's confidence (float, numpy array or tensor); identity without one.
+        Its input is ``confidence`` (the Eq 27 top-claim mass) or, with ``confidence_input == "stated"``,
+        ``stated_mass`` (the fused mass of the stated set; required then). 0 (no claim) maps to 0."""
+        if self.confidence_input == "stated":
+            if stated_mass is None:
+                raise CalibrationError(
+                    "this calibration maps the stated set's mass (confidence_input 'stated'); the record has no "
+                    "stated_mass: re-fuse it (`POST /fuse`, `sweep`) to compute one"
+                )
+            confidence = stated_mass
         return isotonic_map(confidence, self.isotonic)
 
     def fusion_overrides(self) -> dict[str, float]:
@@ -174,6 +196,8 @@ class Calibration:
                     if self.state_ratio_yes_no is not None
                     else {}
                 ),
+                # written when it is not the default of files fitted before the field, which round-trip unchanged
+                **({"confidence_input": self.confidence_input} if self.confidence_input != "top" else {}),
             },
             "data": self.data,
             "metrics": self.metrics,
@@ -214,6 +238,7 @@ class Calibration:
             **{k: params[k] for k in known},
             state_ratio=params.get("state_ratio"),  # optional: files fitted before the stated-set bar
             state_ratio_yes_no=params.get("state_ratio_yes_no"),  # optional: files fitted before it
+            confidence_input=params.get("confidence_input", "top"),  # files fitted before it map the top mass
             evaluator_info={k: v for k, v in ev.items() if k != "name"},
             data=d.get("data", {}),
             metrics=d.get("metrics", {}),

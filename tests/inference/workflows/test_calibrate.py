@@ -140,7 +140,12 @@ def test_ask_applies_the_calibration(fitted):
     )
     cal = Calibration.from_dict(d)
     assert rec["calibrated_confidence"] == pytest.approx(
-        cal.calibrated_confidence(rec["confidence"]), abs=1e-6
+        cal.calibrated_confidence(rec["confidence"], rec["stated_mass"]), abs=1e-6
+    )
+    # a fresh fit maps the stated set's fused mass: the belief that the answer as stated is right
+    assert p["confidence_input"] == "stated" and cal.confidence_input == "stated"
+    assert rec["stated_mass"] == pytest.approx(
+        sum(c["mass"] for c in rec["claims"] if c["text"] in rec["stated_claims"]), abs=1e-5
     )
     assert 0 <= rec["calibrated_confidence"] <= 1 and "confidence" in rec
     # the evidence was scaled before fusion: recompute from the raw per-chunk evidence by hand and compare

@@ -32,6 +32,7 @@ from training.calibration import (
     fit_thresholds,
     fold_of,
     fused_outputs,
+    isotonic_map,
     set_hits,
 )
 from training.trainer.trainer import QueryExample, expected_route, score_outcomes
@@ -273,6 +274,7 @@ def test_evidence_calibrator_fits_then_applies():
             "isotonic",
             "state_ratio",
             "state_ratio_yes_no",
+            "confidence_input",
         )
     }
     assert cal.params["state_ratio_yes_no"] is None  # no yes/no query: no bar of its own
@@ -569,3 +571,24 @@ def test_answer_hits_and_the_isotonic_target_are_the_answer_as_stated():
     assert answer_hits(data, belief, torch.tensor([1, 1]), 1.0).tolist() == [False, False]  # only the top
     m = evaluate_parameters(data, lam=0.6, tau1=0.0, tau2=1.0, state_ratio=0.5)
     assert m["selected_accuracy"] == 0.0 and m["answer_accuracy"] == 1.0
+
+
+def test_stated_mass_and_a_fresh_fit_maps_it():
+    from training.calibration import stated_mass
+
+    belief = torch.tensor([[0.5, 0.3], [0.5, 0.3]], dtype=torch.float64)
+    ev = torch.tensor([[5.0, 0.0], [0.0, 4.0]], dtype=torch.float64)
+    data = CalibrationData.from_queries([ev, ev], [[1], [1]], ["conflict", "conflict"])
+    routes = torch.tensor([1, 2])
+    assert stated_mass(data, belief, routes, 0.5).tolist() == pytest.approx([0.8, 0.0])
+    assert stated_mass(data, belief, torch.tensor([1, 1]), 1.0).tolist() == pytest.approx([0.5, 0.5])
+    fitted = fit_calibration(_random_data(), state_prior=0.5)
+    assert fitted["confidence_input"] == "stated"
+    cal = Calibration(evaluator="learned", **{k: fitted[k] for k in fitted if k != "fit"})
+    back = Calibration.from_dict(cal.to_dict())
+    assert back.confidence_input == "stated"
+    assert back.calibrated_confidence(0.1, 0.9) == pytest.approx(float(isotonic_map(0.9, back.isotonic)))
+    with pytest.raises(CalibrationError, match="stated_mass"):
+        back.calibrated_confidence(0.1)
+    with pytest.raises(CalibrationError, match="confidence_input"):
+        Calibration(evaluator="learned", confidence_input="mean")
