@@ -44,6 +44,7 @@ from evidential.routing import (
     Routing,
     backing_claims,
     copy_contested,
+    copy_pairs,
     route,
     stated_mask,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "route",
     "backing_claims",
     "copy_contested",
+    "copy_pairs",
     "stated_mask",
     "validate_evidence",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "check_thresholds",
     "backing_claims",
     "copy_contested",
+    "copy_pairs",
     "stated_mask",
 ]
 
@@ -173,6 +174,21 @@ def backing_claims(evidence: torch.Tensor, chunk_mask: torch.Tensor | None = Non
     return out
 
 
+def copy_pairs(copies: list[list[int]]) -> torch.Tensor:
+    """The bool ``[k, k]`` copy matrix of per-chunk lists of copy indices (``copies[i]``: the chunks that
+    chunk ``i`` is a copy of), the input of :func:`copy_contested`.
+
+    Example:
+        >>> copy_pairs([[1], [0], []]).tolist()
+        [[False, True, False], [True, False, False], [False, False, False]]
+    """
+    k = len(copies)
+    out = torch.zeros(k, k, dtype=torch.bool)
+    for i, js in enumerate(copies):
+        out[i, list(js)] = True
+    return out
+
+
 def copy_contested(
     belief: torch.Tensor,
     evidence: torch.Tensor,
@@ -205,6 +221,8 @@ def copy_contested(
     """
     b = torch.as_tensor(belief)
     backs = backing_claims(evidence, chunk_mask)  # [..., k, M]
+    if backs.shape[-1] == 0 or backs.shape[-2] == 0:  # no claim or no chunk: nothing to contest
+        return torch.zeros(b.shape, dtype=torch.bool, device=backs.device)
     k = backs.shape[-2]
     cp = torch.as_tensor(copies).to(torch.bool) & ~torch.eye(k, dtype=torch.bool, device=backs.device)
     if chunk_mask is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from evidential import FusionConfig, copy_contested, fuse, opinions_from_evidence, route
+from evidential import FusionConfig, copy_contested, copy_pairs, fuse, opinions_from_evidence, route
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
@@ -306,11 +306,7 @@ def build_answer_record(
         copies = near_copies([c.text for c in result.chunks], fusion.copy_overlap)
     contested = [False] * len(result.claims)
     if any(copies) and result.claims:
-        k = len(result.chunks)
-        pairs = torch.zeros(k, k, dtype=torch.bool)
-        for i, js in enumerate(copies):
-            pairs[i, list(js)] = True
-        contested = copy_contested(res.belief, ops.evidence, pairs).tolist()
+        contested = copy_contested(res.belief, ops.evidence, copy_pairs(copies)).tolist()
     t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None

@@ -504,7 +504,14 @@ def _scored_metrics(
     fusion = run_config.fusion
     thr = run_config.evaluator.support_threshold
     scored_before = score_outcomes(
-        outcomes, thr, fusion.lam, fusion.rule, (fusion.tau1, fusion.tau2), fusion.policy, fusion.state_ratio
+        outcomes,
+        thr,
+        fusion.lam,
+        fusion.rule,
+        (fusion.tau1, fusion.tau2),
+        fusion.policy,
+        fusion.state_ratio,
+        fusion.copy_overlap,
     )
     scaled = [(ex, apply_evidence_transform(ev, params["scale"], params["power"])) for ex, ev in outcomes]
     scored_after = score_outcomes(
@@ -515,6 +522,7 @@ def _scored_metrics(
         (params["tau1"], params["tau2"]),
         fusion.policy,
         params["state_ratio"],
+        fusion.copy_overlap,
     )
     for key in ("route_accuracy", "ece"):
         ref = scored_before[key]

@@ -160,6 +160,13 @@ def test_a_planted_copy_is_contested_and_an_independent_minority_is_not():
     assert copy_contested(belief, ev, _pairs(3)).tolist() == [False] * 3
 
 
+def test_an_empty_frame_or_no_chunk_contests_nothing():
+    assert copy_contested(torch.zeros(0), torch.zeros(2, 0), _pairs(2, (0, 1))).shape == (0,)
+    assert copy_contested(torch.tensor([0.5]), torch.zeros(0, 1), torch.zeros(0, 0, dtype=torch.bool)).tolist() == [
+        False
+    ]
+
+
 def test_copies_of_padded_chunks_are_ignored():
     ev = torch.tensor([[[5.0, 0.0], [0.0, 4.0]]], dtype=torch.float64)
     belief = torch.tensor([[0.5, 0.3]], dtype=torch.float64)

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from evidential import fuse, opinions_from_evidence, route
+from evidential import copy_contested, copy_pairs, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.losses import FusedMassLoss, edl_loss, evidence_distillation_loss
 from training.data.annotated import (
@@ -56,6 +56,7 @@ from training.trainer.config import TrainConfig
 from training.trainer.distributed import DataParallel, autocast, shard_bounds
 from training.utils.io import write_json
 from training.utils.metrics import expected_calibration_error, stated_claims, strict_exact_match
+from training.utils.text import near_copies
 
 __all__ = [
     "EvidentialTrainer",
@@ -888,6 +889,7 @@ def score_outcomes(
     tau: tuple[float, float] = (0.35, 0.65),
     policy: str = "paper",
     state_ratio: float = 0.5,
+    copy_overlap: float | None = None,
 ) -> dict[str, Any]:
     """Metrics of evidence ``[k, M]`` per query against its labels (evaluator-agnostic: used for the learned
     and the prompt evaluator alike).
@@ -900,7 +902,8 @@ def score_outcomes(
     * ``route_accuracy``: route vs :func:`expected_route` (queries whose chunks all have human labels;
       absent when there are none);
     * ``strict_em_ramdocs``: MADAM-RAG strict exact match of the stated claims
-      (:func:`training.utils.metrics.stated_claims` at ``state_ratio``; RAMDocs queries).
+      (:func:`training.utils.metrics.stated_claims` at ``state_ratio``, leaving out the claims only edited
+      copies back when ``copy_overlap`` is given, :func:`evidential.copy_contested`; RAMDocs queries).
     """
     correct = total = 0
     ev_by_type: dict[str, list[float]] = defaultdict(list)
@@ -929,7 +932,11 @@ def score_outcomes(
             conf.append(float(res.confidence))
             hit.append(sel in ex.gold)
         if ex.source == "ramdocs" and ex.gold is not None:
-            said = stated_claims(ex.claims, [float(x) for x in res.belief], r, sel, state_ratio)
+            copies = near_copies(list(ex.chunks), copy_overlap)
+            contested = copy_contested(res.belief, ev, copy_pairs(copies)).tolist() if any(copies) else None
+            said = stated_claims(
+                ex.claims, [float(x) for x in res.belief], r, sel, state_ratio, contested=contested
+            )
             gold = [ex.claims[g] for g in ex.gold]
             wrong = [c for j, c in enumerate(ex.claims) if j not in ex.gold]
             strict += ex.frame_complete and strict_exact_match(said, gold, wrong)
