@@ -72,3 +72,27 @@ def test_index_scale_benchmark_smoke():
     assert rows["IVF16,Flat"]["mmap_read"] == "inverted lists (IO_FLAG_MMAP)"
     assert rows["HNSW16"]["params"] == {"efSearch": 64} and rows["IVF16,Flat"]["params"] == {"nprobe": 16}
     assert "| `IVF16,PQ8x4np` |" in out.stdout and "(1×)" in out.stdout
+
+
+RAMDOCS = REPO.parent / "shared" / "data" / "ramdocs" / "RAMDocs_test.jsonl"
+
+
+def test_extraction_benchmark_counts_recall(tmp_path):
+    import pytest
+
+    if not RAMDOCS.is_file():
+        pytest.skip("../shared/data/ramdocs is absent")
+    out = tmp_path / "extraction.json"
+    args = [sys.executable, str(REPO / "bench" / "extraction.py"), "--questions", "6", "--n", "3"]
+    subprocess.run(
+        [*args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    got = json.loads(out.read_text())
+    assert got["correct"]["documents"] > 0
+    r = [got["correct"][f"recall@{i}"] for i in (1, 2, 3)]
+    assert all(0.0 <= x <= 1.0 for x in r) and r == sorted(r)  # recall grows with n

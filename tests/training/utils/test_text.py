@@ -46,7 +46,7 @@ def test_real_planted_documents_are_copies_of_the_document_they_edit():
                 if i < j and (ds[i].get("answer") or "").lower() != (ds[j].get("answer") or "").lower():
                     pairs += 1
                     planted_pairs += "misinfo" in (ds[i]["type"], ds[j]["type"])
-    assert pairs > 50 and planted_pairs / pairs > 0.6
+    assert pairs == 113 and planted_pairs == 104  # measured on the shared RAMDocs_test.jsonl
 
 
 @given(st.lists(st.text(alphabet="abcdefghij ", max_size=80), max_size=6), st.floats(0.05, 1.0))
