@@ -161,6 +161,8 @@ RECORD_KEY_ORDER = {
         "retrieval",
         "evaluator_passes",
         "k",
+        "stated_mass",
+        "copy_contested",
     ],
     "claims[]": ["id", "text", "mass", "chunk_ids", "forms"],
     "chunks[]": [
@@ -177,8 +179,9 @@ RECORD_KEY_ORDER = {
         "errors",
         "grounded",
         "grounding_notes",
+        "copies",
     ],
-    "fusion": ["rule", "lam", "tau1", "tau2", "policy", "state_ratio", "state_ratio_yes_no"],
+    "fusion": ["rule", "lam", "tau1", "tau2", "policy", "state_ratio", "state_ratio_yes_no", "copy_overlap"],
     "generation": [
         "generator",
         "route",

@@ -102,6 +102,7 @@ def test_fusion_config_help_and_every_field_round_trips_through_set():
         "policy",
         "state_ratio",
         "state_ratio_yes_no",
+        "copy_overlap",
         "sanitize",
     }
     assert all(FusionConfig.help().values())

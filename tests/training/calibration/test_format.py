@@ -38,8 +38,10 @@ def test_shipped_calibration_round_trips_and_applies():
     assert torch.allclose(cal.apply_to_evidence(ev), p["scale"] * ev ** p["power"], rtol=0, atol=1e-12)
     conf = np.array([0.0, 0.05, 0.3, 0.7, 1.0])
     want = np.where(conf > 0, np.interp(conf, p["isotonic"]["x"], p["isotonic"]["y"]), 0.0)
-    assert np.array_equal(cal.calibrated_confidence(conf), want)
-    assert cal.calibrated_confidence(0.3) == float(want[2])
+    # the shipped file maps the stated set's fused mass (confidence_input "stated"), not the top mass
+    assert cal.confidence_input == p["confidence_input"] == "stated"
+    assert np.array_equal(cal.calibrated_confidence(np.zeros(5), conf), want)
+    assert cal.calibrated_confidence(0.9, 0.3) == float(want[2])
     assert cal.fusion_overrides() == {
         "lam": p["lam"],
         "tau1": p["tau1"],
