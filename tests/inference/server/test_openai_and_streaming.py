@@ -279,6 +279,11 @@ def test_fuse_refuses_the_cached_evidence_like_evidential_fuse(template_server):
     ]
     assert [c["mass"] for c in same["claims"]] == pytest.approx([c["mass"] for c in rec["claims"]], abs=1e-5)
     assert same["retrieval"] == rec["retrieval"] and same["evaluator"] == rec["evaluator"]
+    # the record's own copy rule setting is kept: a record answered without it is re-fused without it
+    assert same["fusion"]["copy_overlap"] == rec["fusion"]["copy_overlap"] == 0.8
+    off = {**rec, "fusion": {**rec["fusion"], "copy_overlap": None}}
+    got = httpx.post(f"{template_server}/fuse", json={"record": off}, timeout=60).json()
+    assert got["fusion"]["copy_overlap"] is None and got["copy_contested"] == []
     ev = record_evidence(rec)
     for lam, rule in [(0.0, "lambda"), (1.0, "lambda"), (0.3, "yager"), (0.5, "dempster")]:
         out = httpx.post(
