@@ -32,6 +32,13 @@ def sweep_cmd(
     policies: Annotated[
         str, typer.Option("--policies", help="Routing policies compared at the run's λ and τ.")
     ] = "paper,decomposed",
+    state_ratio: Annotated[
+        str | None,
+        typer.Option(
+            "--state-ratio",
+            help="Stated-set bars ρ compared at the run's λ and τ, with and without the edited-copy rule, comma-separated (default 0,0.2,0.4,0.6,0.8,1).",
+        ),
+    ] = None,
     systems: Annotated[
         str | None,
         typer.Option(
@@ -51,6 +58,7 @@ def sweep_cmd(
     from inference.evaluation.runner import parse_systems
     from inference.evaluation.sweep import (
         DEFAULT_LAMS,
+        DEFAULT_STATE_RATIOS,
         DEFAULT_TAUS,
         SweepGrid,
         parse_lams,
@@ -64,6 +72,9 @@ def sweep_cmd(
             taus=parse_taus(tau) if tau else list(DEFAULT_TAUS),
             rules=parse_systems(rules),
             policies=parse_systems(policies),
+            state_ratios=parse_lams(state_ratio, "--state-ratio")
+            if state_ratio
+            else list(DEFAULT_STATE_RATIOS),
         )
         result = run_sweep(
             source,

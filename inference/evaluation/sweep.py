@@ -66,6 +66,7 @@ from training.utils.metrics import stated_claims
 __all__ = [
     "BEHAVIOUR_ROUTE",
     "DEFAULT_LAMS",
+    "DEFAULT_STATE_RATIOS",
     "DEFAULT_TAUS",
     "EvidenceBatch",
     "SweepGrid",
@@ -81,6 +82,7 @@ __all__ = [
 
 SWEEP_VERSION = "sweep/1.0"
 DEFAULT_LAMS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+DEFAULT_STATE_RATIOS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 DEFAULT_TAUS: tuple[tuple[float, float], ...] = tuple(
     (t1, t2) for t1 in (0.2, 0.3, 0.35, 0.4, 0.5) for t2 in (0.5, 0.6, 0.65, 0.7, 0.8) if t1 < t2
 )
@@ -162,6 +164,12 @@ class SweepGrid:
         default_factory=lambda: ["paper", "decomposed"],
         metadata={"help": "Routing policies compared at the run's λ and τ."},
     )
+    state_ratios: list[float] = field(
+        default_factory=lambda: list(DEFAULT_STATE_RATIOS),
+        metadata={
+            "help": "Stated-set bars ρ compared at the run's λ and τ (each in [0, 1]), with and without the edited-copy rule."
+        },
+    )
 
     def __post_init__(self) -> None:
         for lam in self.lams:
@@ -178,6 +186,9 @@ class SweepGrid:
                 )
         for policy in self.policies:
             FusionConfig(policy=policy)  # validates the name with the config's message
+        for r in self.state_ratios:
+            if not 0.0 <= float(r) <= 1.0:
+                raise ConfigError(f"--state-ratio values must lie in [0, 1]; got {r}")
 
     def settings(self, base: FusionConfig) -> list[SweepSetting]:
         """Every setting of Tables 9, 10, 12 and the policy comparison around ``base`` (the run's config)."""
@@ -207,7 +218,7 @@ class SweepGrid:
         out += [
             SweepSetting(f"policy {p}", "policy", b.rule, b.lam, b.tau1, b.tau2, p) for p in self.policies
         ]
-        return [
+        out = [
             replace(
                 s,
                 state_ratio=b.state_ratio,
@@ -216,14 +227,33 @@ class SweepGrid:
             )
             for s in out
         ]
+        # the stated-set bar (open frames; yes/no frames keep the run's bar), with and without the copy rule
+        for r in self.state_ratios:
+            for overlap in (b.copy_overlap, None) if b.copy_overlap is not None else (None,):
+                name = f"ρ={float(r):g}" + ("" if overlap is not None else ", w/o the edited-copy rule")
+                out.append(
+                    SweepSetting(
+                        name,
+                        "stated",
+                        b.rule,
+                        b.lam,
+                        b.tau1,
+                        b.tau2,
+                        b.policy,
+                        float(r),
+                        b.state_ratio_yes_no,
+                        overlap,
+                    )
+                )
+        return out
 
 
-def parse_lams(text: str) -> list[float]:
-    """``"0,0.2,0.6"`` → ``[0.0, 0.2, 0.6]`` with a clear error."""
+def parse_lams(text: str, flag: str = "--lam") -> list[float]:
+    """``"0,0.2,0.6"`` → ``[0.0, 0.2, 0.6]`` with a clear error naming ``flag``."""
     try:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ConfigError(f"--lam must be comma-separated numbers in [0, 1]; got {text!r}") from None
+        raise ConfigError(f"{flag} must be comma-separated numbers in [0, 1]; got {text!r}") from None
 
 
 def parse_taus(text: str) -> list[tuple[float, float]]:
@@ -638,6 +668,14 @@ def render_sweep_markdown(sweep: dict[str, Any], heading: str = "#") -> str:
         out += ["**Table 12 — ablations**", "", markdown_table(head, t12), ""]
         tp = [line(e["setting"]["name"], e, "templated") for e in _rows_for(entries, "policy")]
         out += ["**Routing policy — paper (Eq 15) vs decomposed**", "", markdown_table(head, tp), ""]
+        ts = [line(e["setting"]["name"], e, "templated") for e in _rows_for(entries, "stated")]
+        if ts:
+            out += [
+                "**Stated-set bar ρ and the edited-copy rule** (open frames; the run's λ, τ and yes/no bar)",
+                "",
+                markdown_table(head, ts),
+                "",
+            ]
     if sweep["systems"]:
         head = [
             "system",

@@ -76,6 +76,15 @@ def test_grid_and_parsers_validate():
     assert sum(s.table == "10" for s in settings) == len(DEFAULT_TAUS) == 24  # 5 × 5 pairs less (0.5, 0.5)
     assert {s.rule for s in settings if s.table == "12"} == {"average", "lambda"}
     assert {s.policy for s in settings if s.table == "12"} == {"paper", "direct"}
+    # the stated-set bars, each with and without the edited-copy rule, at the run's λ and τ
+    stated = [(s.state_ratio, s.copy_overlap) for s in settings if s.table == "stated"]
+    assert stated == [(r, o) for r in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) for o in (0.8, None)]
+    off = SweepGrid(state_ratios=[0.5]).settings(FusionConfig(copy_overlap=None))
+    assert [(s.state_ratio, s.copy_overlap) for s in off if s.table == "stated"] == [(0.5, None)]
+    with pytest.raises(ConfigError, match="--state-ratio"):
+        SweepGrid(state_ratios=[1.2])
+    with pytest.raises(ConfigError, match="--state-ratio must be comma-separated"):
+        parse_lams("0.2,x", "--state-ratio")
 
 
 class CallCounter:
@@ -185,7 +194,7 @@ def test_sweep_of_a_real_run_makes_no_model_call(learned_run, monkeypatch, tmp_p
     # greedy/template: the second seed reuses the first, so every std is 0
     assert all(v["std"] in (0.0, None) for v in base["mean_std"].values())
     md = (tmp_path / "sw" / "sweep.md").read_text()
-    for title in ("Table 9", "Table 10", "Table 12", "Routing policy", "Prompt vs learned"):
+    for title in ("Table 9", "Table 10", "Table 12", "Routing policy", "Stated-set bar", "Prompt vs learned"):
         assert title in md
 
 
