@@ -224,3 +224,30 @@ def test_refusing_keeps_the_recorded_copies():
         refuse_record(old, FusionConfig(tau1=0.95, tau2=0.99, state_ratio=0.0)).to_dict()["copy_contested"]
         == []
     )
+
+
+def test_the_shipped_default_drops_a_real_planted_copy_and_keeps_both_valid_answers():
+    """The packaged RAMDocs sample's Larkin Covered Bridge: two bridges of that name (Pennsylvania and
+    Vermont) and a planted document that copies the Pennsylvania one with "Springfield, Massachusetts". The
+    shipped learned checkpoint and calibration, end to end up to the answer record."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from inference.evaluators import build_evaluator
+    from inference.evaluators.config import EvaluatorConfig
+    from training.calibration import read_calibration
+
+    root = Path(__file__).resolve().parents[2]
+    record = next(r for r in load_ramdocs() if r["question"].startswith("Where is the Larkin Covered Bridge"))
+    chunks = [Chunk(f"d{i}", d["text"], rank=i + 1) for i, d in enumerate(record["documents"])]
+    cal = read_calibration(root / "checkpoints" / "learned-minilm" / "calibration.json")
+    res = build_evaluator(EvaluatorConfig(name="learned")).evaluate_batch([record["question"]], [chunks])[0]
+    res = replace(res, evidence=cal.apply_to_evidence(res.evidence))
+    rec = answer_record(res, FusionConfig(**cal.fusion_overrides()))
+    assert rec["copy_contested"] == ["Springfield, Massachusetts"]
+    assert [c["copies"] for c in rec["chunks"]][:2] == [["d1"], ["d0"]]
+    said = " ".join(rec["stated_claims"])
+    assert "Pennsylvania" in said and "Vermont" in said and "Springfield" not in said
+    # without the rule the planted copy clears the fitted bar and is stated
+    off = answer_record(res, FusionConfig(**{**cal.fusion_overrides(), "copy_overlap": None}))
+    assert "Springfield, Massachusetts" in off["stated_claims"]
