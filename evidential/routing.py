@@ -214,7 +214,7 @@ def copy_contested(
         Bool ``[..., M]``.
 
     Example:
-        >>> ev = torch.tensor([[4.0, 0.0], [0.0, 3.0], [2.0, 0.0]])  # chunk 2 copies chunk 1
+        >>> ev = torch.tensor([[4.0, 0.0], [0.0, 3.0], [2.0, 0.0]])  # chunk 1 copies chunk 0
         >>> copies = torch.tensor([[False, True, False], [True, False, False], [False, False, False]])
         >>> copy_contested(torch.tensor([0.6, 0.2]), ev, copies).tolist()
         [False, True]
