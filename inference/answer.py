@@ -37,6 +37,7 @@ __all__ = [
     "answer_record",
     "build_answer_record",
     "record_evidence",
+    "record_copies",
     "refuse_record",
     "template_response",
 ]
@@ -436,6 +437,14 @@ def record_evidence(record: Mapping[str, Any], where: str = "answer record") -> 
     return ev
 
 
+def record_copies(record: Mapping[str, Any]) -> list[list[int]]:
+    """Per chunk of an answer record (its JSON form), the indices of the chunks its ``copies`` names (ids
+    the record does not list are ignored; a record from before the field has none)."""
+    chunks = record.get("chunks") or []
+    index = {ch.get("chunk_id"): t for t, ch in enumerate(chunks)}
+    return [sorted(index[c] for c in (ch.get("copies") or []) if c in index) for ch in chunks]
+
+
 def refuse_record(
     record: AnswerRecord | Mapping[str, Any], fusion: FusionConfig, calibration=None
 ) -> AnswerRecord:
@@ -468,11 +477,7 @@ def refuse_record(
         rec = AnswerRecord.from_dict(data)
         # the evidence and the settings are checked; what fails from here on is a field of the wrong type
         # (from_dict does not type-check every field: a string where an object belongs, a null timing)
-        index = {d.chunk_id: i for i, d in enumerate(rec.chunks)}
-        copies = [
-            sorted(index[c] for c in d.copies if c in index) if fusion.copy_overlap is not None else []
-            for d in rec.chunks
-        ]
+        copies = record_copies(data) if fusion.copy_overlap is not None else [[] for _ in rec.chunks]
         out = build_answer_record(_evaluation_result(rec, evidence), fusion, rec.question, copies)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise DataError(f"answer record is incomplete or malformed ({type(exc).__name__}: {exc})") from None

@@ -42,10 +42,10 @@ from typing import Any
 
 import torch
 
-from evidential import ROUTES, FusionConfig, copy_contested, fuse, opinions_from_evidence, route
+from evidential import ROUTES, FusionConfig, copy_contested, copy_pairs, fuse, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
-from inference.answer import record_evidence
+from inference.answer import record_copies, record_evidence
 from inference.evaluation.datasets import EvalInstance
 from inference.evaluation.judges import JudgeInput, build_judge
 from inference.evaluation.report.stats import (
@@ -324,11 +324,8 @@ def evidence_batch(records: Sequence[dict]) -> EvidenceBatch:
         ev[i, : one.shape[0], : one.shape[1]] = one
         chunk_mask[i, : one.shape[0]] = True
         claim_mask[i, : one.shape[1]] = True
-        index = {ch.get("chunk_id"): t for t, ch in enumerate(rec["chunks"])}
-        for t, ch in enumerate(rec["chunks"]):
-            for other in ch.get("copies") or []:
-                if other in index:
-                    copies[i, t, index[other]] = True
+        pairs = copy_pairs(record_copies(rec))
+        copies[i, : pairs.shape[0], : pairs.shape[1]] = pairs
     claims = [
         [{k2: c.get(k2) for k2 in ("id", "text", "chunk_ids", "forms")} for c in rec["claims"]]
         for rec in records

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from evidential import pad_evidence
+from evidential import copy_pairs, pad_evidence
 from evidential.routing import ROUTES
 from training.calibration.apply import CalibrationError
 from training.trainer.trainer import expected_route
@@ -113,13 +113,14 @@ class CalibrationData:
                 if not 0 <= j < widths[b]:
                     raise CalibrationError(f"query {b}: gold index {j} outside its {widths[b]} claims")
                 g[b, j] = True
-        cp = torch.zeros(ev.shape[0], ev.shape[1], ev.shape[1], dtype=torch.bool)
+        k = ev.shape[1]
+        cp = torch.zeros(ev.shape[0], k, k, dtype=torch.bool)
         for b, per_chunk in enumerate(copies or []):
-            for i, js in enumerate(per_chunk):
-                for j in js:
-                    if not (0 <= i < ev.shape[1] and 0 <= j < ev.shape[1]):
-                        raise CalibrationError(f"query {b}: copy pair ({i}, {j}) outside its chunks")
-                    cp[b, i, j] = True
+            bad = [(i, j) for i, js in enumerate(per_chunk) for j in js if not (i < k and 0 <= j < k)]
+            if bad:
+                raise CalibrationError(f"query {b}: copy pair {bad[0]} outside its chunks")
+            pairs = copy_pairs([list(js) for js in per_chunk])
+            cp[b, : pairs.shape[0], : pairs.shape[1]] = pairs
         unknown = sorted(set(expected) - set(ROUTE_ID))
         if unknown:
             raise CalibrationError(f"unknown expected route {unknown[0]!r}; routes are {', '.join(ROUTES)}")
