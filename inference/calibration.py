@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # inference.config imports the RAG systems, which load calibr
 __all__ = [
     "AUTO",
     "CalibrationError",
+    "FRAME_SETTINGS",
     "calibration_record",
     "evaluator_identity",
     "load_calibration",
@@ -43,6 +44,10 @@ __all__ = [
 #: The ``calibration`` value that loads the learned checkpoint's own ``calibration.json`` when it applies.
 AUTO = "auto"
 CHECKPOINT_CALIBRATION = "calibration.json"
+
+#: Learned-evaluator settings that decide its frames (which claims the spans give): a calibration applies only
+#: to runs with the values it was fitted with (:func:`load_calibration`).
+FRAME_SETTINGS = ("span_null_margin", "span_candidates", "span_candidate_margin", "span_repair")
 
 
 def evaluator_identity(config: RunConfig) -> dict[str, Any]:
@@ -98,6 +103,11 @@ def evaluator_identity(config: RunConfig) -> dict[str, Any]:
     return {"name": ev.name, "fingerprint": None}
 
 
+def _setting(value: Any) -> str:
+    """A setting as ``--set`` writes it (``true``/``false`` for booleans)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _refit_hint(path: Path, config: RunConfig) -> str:
     ev = config.evaluator
     target = f" --set evaluator.checkpoint={ev.checkpoint}" if ev.name == "learned" else ""
@@ -113,8 +123,8 @@ def load_calibration(path: str | Path, run_config: RunConfig) -> Calibration:
     Raises:
         CalibrationError: Missing, corrupted or unknown-version file; or fitted for another evaluator,
             another checkpoint (content fingerprint) or prompt model/backend, or another fusion rule or
-            routing policy, or with another ``evaluator.grounding`` mode. The message says what it was fitted
-            for and how to refit.
+            routing policy, or with another ``evaluator.grounding`` mode or (learned evaluator) another span
+            setting of :data:`FRAME_SETTINGS`. The message says what it was fitted for and how to refit.
     """
     p = Path(path)
     cal = read_calibration(p)
@@ -138,15 +148,19 @@ def load_calibration(path: str | Path, run_config: RunConfig) -> Calibration:
             f"uses fusion.rule={fusion.rule}, fusion.policy={fusion.policy}; pass --set fusion.rule={cal.rule} "
             f"--set fusion.policy={cal.policy}, or refit with those settings in the config"
         )
-    # the grounding check changes the evidence a calibration was fitted on (files written before it existed
-    # record no mode and are not checked)
-    fitted_grounding = ((cal.extra.get("config") or {}).get("evaluator") or {}).get("grounding")
-    if fitted_grounding is not None and fitted_grounding != run_config.evaluator.grounding:
-        raise CalibrationError(
-            f"calibration {p} was fitted with evaluator.grounding={fitted_grounding}, but this run uses "
-            f"evaluator.grounding={run_config.evaluator.grounding}; pass --set evaluator.grounding={fitted_grounding}, "
-            f"or {_refit_hint(p, run_config)}"
-        )
+    # the grounding check changes the evidence a calibration was fitted on, and the learned evaluator's span
+    # settings change its frames (which claims exist); files written before a setting existed do not record
+    # it and are not checked for it
+    fitted_config = (cal.extra.get("config") or {}).get("evaluator") or {}
+    settings = ("grounding", *FRAME_SETTINGS) if run_config.evaluator.name == "learned" else ("grounding",)
+    for key in settings:
+        was, now = fitted_config.get(key), getattr(run_config.evaluator, key)
+        if was is not None and was != now:
+            raise CalibrationError(
+                f"calibration {p} was fitted with evaluator.{key}={_setting(was)}, but this run uses "
+                f"evaluator.{key}={_setting(now)}; pass --set evaluator.{key}={_setting(was)}, "
+                f"or {_refit_hint(p, run_config)}"
+            )
     return cal
 
 

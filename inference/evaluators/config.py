@@ -211,7 +211,7 @@ class LearnedEvaluatorFields:
     span_null_margin: float = field(
         default=0.0,
         metadata={
-            "help": "Learned evaluator: a chunk's best span is extracted when its score beats the span head's no-answer score by more than this (SQuAD 2's null threshold; lower extracts from more chunks, whose evidence the evidential head still decides).",
+            "help": "Learned evaluator: a chunk's best span is extracted when its score beats the span head's no-answer score by more than this (SQuAD 2's null threshold; lower extracts from more chunks, whose evidence the evidential head still decides). A calibration applies only to the value it was fitted with (docs/calibration.md).",
             "check": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x),
             "must": "be a finite number",
         },

@@ -335,6 +335,37 @@ def test_auto_calibration_applies_only_where_it_fits():
     assert (cal, path, note) == (None, None, None)
 
 
+def test_a_calibration_applies_only_to_the_frames_it_was_fitted_on(tmp_path):
+    """The learned evaluator's span settings decide its frames: a calibration fitted under other values is
+    refused with the value to pass (auto: not applied, with a note); a file recording no value is not
+    checked for it; the prompt evaluator is not checked for span settings."""
+    from inference.calibration import FRAME_SETTINGS, resolve_calibration
+
+    shipped = json.loads((CHECKPOINT / "calibration.json").read_text())
+    cfg = load_config("cpu")
+    assert shipped["config"]["evaluator"]["span_null_margin"] == cfg.evaluator.span_null_margin
+    for key, other, shown in [
+        ("span_null_margin", cfg.evaluator.span_null_margin + 1.5, None),
+        ("span_candidates", 3, "3"),
+        ("span_repair", False, "false"),
+    ]:
+        assert key in FRAME_SETTINGS
+        d = json.loads(json.dumps(shipped))
+        d["config"]["evaluator"][key] = other
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(d))
+        shown = shown or str(other)
+        with pytest.raises(CalibrationError, match=f"fitted with evaluator.{key}={shown},") as exc:
+            load_calibration(path, cfg)
+        assert f"--set evaluator.{key}={shown}" in str(exc.value)
+        assert load_calibration(path, load_config("cpu", [f"evaluator.{key}={shown}"])).evaluator == "learned"
+        d["config"]["evaluator"].pop(key)
+        path.write_text(json.dumps(d))
+        assert load_calibration(path, cfg).evaluator == "learned"
+    cal, path, note = resolve_calibration(load_config("cpu", ["evaluator.span_candidates=2"]))
+    assert (cal, path) == (None, None) and "evaluator.span_candidates=1" in note
+
+
 def test_calibrate_on_extracted_frames(shared_data, tmp_path):
     """`--frames extracted`: the evaluator gets no candidates; the fitted data are its own frames with the
     labels carried over (gold = the frame claims that state a gold answer), recorded in the file; and a
