@@ -47,7 +47,13 @@ CHECKPOINT_CALIBRATION = "calibration.json"
 
 #: Learned-evaluator settings that decide its frames (which claims the spans give): a calibration applies only
 #: to runs with the values it was fitted with (:func:`load_calibration`).
-FRAME_SETTINGS = ("span_null_margin", "span_candidates", "span_candidate_margin", "span_repair")
+FRAME_SETTINGS = (
+    "span_null_margin",
+    "span_fallback_margin",
+    "span_candidates",
+    "span_candidate_margin",
+    "span_repair",
+)
 
 
 def evaluator_identity(config: RunConfig) -> dict[str, Any]:
@@ -104,8 +110,8 @@ def evaluator_identity(config: RunConfig) -> dict[str, Any]:
 
 
 def _setting(value: Any) -> str:
-    """A setting as ``--set`` writes it (``true``/``false`` for booleans)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    """A setting as ``--set`` writes it (``true``/``false`` for booleans, ``null`` for None)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _refit_hint(path: Path, config: RunConfig) -> str:
@@ -153,9 +159,9 @@ def load_calibration(path: str | Path, run_config: RunConfig) -> Calibration:
     # it and are not checked for it
     fitted_config = (cal.extra.get("config") or {}).get("evaluator") or {}
     settings = ("grounding", *FRAME_SETTINGS) if run_config.evaluator.name == "learned" else ("grounding",)
-    for key in settings:
-        was, now = fitted_config.get(key), getattr(run_config.evaluator, key)
-        if was is not None and was != now:
+    for key in (k for k in settings if k in fitted_config):
+        was, now = fitted_config[key], getattr(run_config.evaluator, key)
+        if was != now:
             raise CalibrationError(
                 f"calibration {p} was fitted with evaluator.{key}={_setting(was)}, but this run uses "
                 f"evaluator.{key}={_setting(now)}; pass --set evaluator.{key}={_setting(was)}, "

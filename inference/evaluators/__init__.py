@@ -89,6 +89,7 @@ def learned_evaluator(cfg) -> LearnedEvaluator:
         checkpoint=ckpt,
         span_repair=cfg.span_repair,
         span_null_margin=cfg.span_null_margin,
+        span_fallback_margin=cfg.span_fallback_margin,
         grounding=cfg.grounding,
         span_candidates=cfg.span_candidates,
         span_candidate_margin=cfg.span_candidate_margin,

@@ -216,6 +216,16 @@ class LearnedEvaluatorFields:
             "must": "be a finite number",
         },
     )
+    span_fallback_margin: float | None = field(
+        default=-3.0,
+        metadata={
+            "help": "Learned evaluator: when no chunk of a query beats span_null_margin (the frame would be empty and the answer an abstention whatever the chunks say), each chunk's best span is extracted again at this lower margin, in one more encoder pass over that query's chunks only; the evidential head, grounding and U then decide as for any frame. Used only when below span_null_margin; null: off (an empty frame abstains).",
+            "check": lambda x: (
+                x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
+            ),
+            "must": "be null or a finite number",
+        },
+    )
     span_candidates: int = field(
         default=1,
         metadata={

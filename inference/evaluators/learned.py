@@ -1,11 +1,14 @@
 """The learned evaluator: a LoRA-fine-tuned evidential head (``training.learned.model``) behind the evaluator
 interface, so it feeds the same alignment, fusion and routing as the prompt evaluator.
 
-Per batch of queries it runs at most two batched encoder passes, each shared by every query of the batch:
+Per batch of queries it runs two batched encoder passes (three when a query's chunks give no span), each
+shared by every query of the batch:
 
 1. **claim extraction** (only for queries with neither candidates nor a yes/no form): the span head reads
-   each ``[query; chunk]`` and proposes the chunk's answer span (or none); the spans are aligned into the
-   query's frame ``Θ_q`` by the claim aligner;
+   each ``[query; chunk]`` and proposes the chunk's answer span (or none); when no chunk of a query beats
+   the no-answer score by ``span_null_margin``, its chunks are read again at ``span_fallback_margin`` (an
+   empty frame would abstain whatever the chunks say); the spans are aligned into the query's frame
+   ``Θ_q`` by the claim aligner;
 2. **evidence**: one encoding per chunk that lists the frame's claims gives ``e_i ∈ R^M`` for all ``k × M``
    (chunk, claim) pairs of the query at once.
 
@@ -53,6 +56,9 @@ class LearnedEvaluator:
         checkpoint: Where the model came from (recorded in every result's ``meta``).
         span_repair: Repair extracted spans' edges (:func:`training.utils.spans.repair_span`).
         span_null_margin: A chunk's span is extracted when it beats the no-answer score by more than this.
+        span_fallback_margin: When no chunk of a query beats ``span_null_margin``, its chunks' best spans are
+            extracted again at this lower margin (one more encoder pass over that query's chunks only), so
+            the evidence, not an empty frame, decides whether the query abstains; ``None``: off.
         grounding: Drop evidence for claims a chunk does not state: ``strict``, ``lenient`` or ``off``
             (:mod:`inference.evaluators.grounding`).
         span_candidates: Spans per chunk proposed to the frame: the best one, plus up to ``n - 1``
@@ -73,6 +79,7 @@ class LearnedEvaluator:
         checkpoint: str | Path | None = None,
         span_repair: bool = True,
         span_null_margin: float = 0.0,
+        span_fallback_margin: float | None = -3.0,
         grounding: str = "lenient",
         span_candidates: int = 1,
         span_candidate_margin: float = 2.0,
@@ -84,6 +91,7 @@ class LearnedEvaluator:
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         self.span_repair = bool(span_repair)
         self.span_null_margin = float(span_null_margin)
+        self.span_fallback_margin = None if span_fallback_margin is None else float(span_fallback_margin)
         self.grounding = grounding
         self.span_candidates = int(span_candidates)
         self.span_candidate_margin = float(span_candidate_margin)
@@ -113,7 +121,7 @@ class LearnedEvaluator:
         texts = [[c.text[: self.max_chunk_chars] for c in cs] for cs in chunks]
         modes = [frame_source(q, cand, "extracted") for q, cand in zip(queries, cands)]
         t0 = time.perf_counter()
-        spans = self._extract(queries, texts, modes)
+        spans, fell_back = self._extract(queries, texts, modes)
         t1 = time.perf_counter()
         frames = [
             self._frame(cs, cand, mode, spans.get(n))
@@ -140,7 +148,7 @@ class LearnedEvaluator:
                     claims=frame,
                     evidence=ev if frame else torch.zeros(len(cs), 0, dtype=torch.float64),
                     logical_decisions=len(cs),
-                    batched_passes=int(n in spans) + int(bool(cs) and bool(frame)),
+                    batched_passes=int(n in spans) + int(n in fell_back) + int(bool(cs) and bool(frame)),
                     counts={"valid": len(cs), "repaired": 0, "failed": 0},
                     timings=dict(timings),
                     evaluator=self.name,
@@ -148,6 +156,7 @@ class LearnedEvaluator:
                         "checkpoint": self.checkpoint,
                         "encoder": self.model.config.encoder,
                         "claims_from": modes[n],
+                        "span_fallback": n in fell_back,
                         "support_threshold": self.support_threshold,
                         "batch_queries": len(queries),
                         "train_command": self.card.get("command"),
@@ -159,30 +168,45 @@ class LearnedEvaluator:
     @torch.no_grad()
     def extract_claims(self, queries: Sequence[str], chunk_texts: Sequence[Sequence[str]]) -> list[list[str]]:
         """The span head's claims of every query's chunks, unaligned: each chunk's best span first, then the
-        alternates (``span_candidates``); one batched encoder pass for all queries. Other evaluators use it
-        as their claim source (the prompt evaluator's ``logprob_claims: spans``)."""
+        alternates (``span_candidates``); one batched encoder pass for all queries (and one more for the
+        queries whose chunks gave no span, ``span_fallback_margin``). Other evaluators use it as their claim
+        source (the prompt evaluator's ``logprob_claims: spans``)."""
         texts = [[t[: self.max_chunk_chars] for t in ts] for ts in chunk_texts]
-        spans = self._extract(queries, texts, ["extracted"] * len(queries))
+        spans, _ = self._extract(queries, texts, ["extracted"] * len(queries))
         return [[t for t in _span_texts(spans.get(n, [])) if t] for n in range(len(queries))]
 
-    def _extract(self, queries: Sequence[str], texts: list[list[str]], modes: list[str]) -> dict[int, list]:
+    def _extract(
+        self, queries: Sequence[str], texts: list[list[str]], modes: list[str]
+    ) -> tuple[dict[int, list], set[int]]:
         """Pass 1: the span head's claim(s) of every chunk, for the queries whose claims are extracted
-        (query index → one list of spans per chunk, best first); one batched encoder pass when any query
-        needs it."""
+        (query index → one list of spans per chunk, best first), in one batched encoder pass when any query
+        needs it; then, for the queries none of whose chunks gave a span, one more pass at
+        ``span_fallback_margin``. Also returns the indices of those queries."""
         need = [n for n, m in enumerate(modes) if m == "extracted" and texts[n]]
-        if not need:
+        spans = self._spans(queries, texts, need, self.span_null_margin)
+        fallback = self.span_fallback_margin
+        empty = [n for n in need if not any(spans[n])]
+        if not empty or fallback is None or fallback >= self.span_null_margin:
+            return spans, set()
+        spans.update(self._spans(queries, texts, empty, fallback))
+        return spans, set(empty)
+
+    def _spans(self, queries: Sequence[str], texts: list[list[str]], which: list[int], null_margin: float):
+        """The span head's candidates of the chunks of queries ``which`` at ``null_margin``, in one batched
+        encoder pass (query index → one list of spans per chunk)."""
+        if not which:
             return {}
         flat = self.model.extract_span_candidates(
-            [queries[n] for n in need for _ in texts[n]],
-            [t for n in need for t in texts[n]],
+            [queries[n] for n in which for _ in texts[n]],
+            [t for n in which for t in texts[n]],
             n=self.span_candidates,
             margin=self.span_candidate_margin,
             repair=self.span_repair,
-            null_margin=self.span_null_margin,
+            null_margin=null_margin,
         )
         self.passes += 1
         spans, pos = {}, 0
-        for n in need:
+        for n in which:
             spans[n] = flat[pos : pos + len(texts[n])]
             pos += len(texts[n])
         return spans

@@ -21,9 +21,14 @@ from training.learned.checkpoint import load_learned_model
 def evaluator(tiny_checkpoint):
     # the tiny *random* head's decision rule; grounding, which would drop its arbitrary picks, is tested in
     # test_grounding.py on the shipped checkpoint
+    # (no fallback extraction pass: the pass counts below are those of the two-pass path)
     return build_evaluator(
         EvaluatorConfig(
-            name="learned", checkpoint=str(tiny_checkpoint), support_threshold=0.0, grounding="off"
+            name="learned",
+            checkpoint=str(tiny_checkpoint),
+            support_threshold=0.0,
+            grounding="off",
+            span_fallback_margin=None,
         )
     )
 
@@ -74,6 +79,51 @@ def test_extraction_then_scoring_batched_across_queries(evaluator):
         assert res.evidence.shape == (len(res.chunks), len(res.claims))
         for c in res.claims:  # every extracted claim is a span of one of the chunks
             assert any(f in ch.text for f in c.forms for ch in res.chunks)
+
+
+def test_a_query_whose_chunks_give_no_span_is_read_again_at_the_fallback_margin(tiny_checkpoint):
+    """No chunk beats the no-answer score by 1e6, so the frame would be empty and the answer an abstention.
+    With a fallback margin the chunks of that query only are read once more and each gives its best span;
+    a query with candidates is not re-read; with the fallback off (or not below the null margin) the frame
+    stays empty."""
+    recs = load_ramdocs()[:2]
+    chunks = [_chunks(recs[0], 3), _chunks(recs[1], 2)]
+    questions = [r["question"] for r in recs]
+    candidates = [[], [*recs[1]["gold_answers"], *recs[1]["wrong_answers"]]]
+
+    def build(fallback):
+        return build_evaluator(
+            EvaluatorConfig(
+                name="learned",
+                checkpoint=str(tiny_checkpoint),
+                support_threshold=0.0,
+                grounding="off",
+                span_null_margin=1e6,
+                span_fallback_margin=fallback,
+            )
+        )
+
+    on = build(-1e6)
+    rows = []
+    hook = on.model.encoder.register_forward_hook(
+        lambda mod, args, kwargs, out: rows.append(int(kwargs["input_ids"].shape[0])), with_kwargs=True
+    )
+    try:
+        res = on.evaluate_batch(questions, chunks, candidates)
+    finally:
+        hook.remove()
+    k = len(chunks[0])
+    assert rows[:2] == [k, k] and len(rows) == 3  # extraction, fallback (query 0's chunks only), evidence
+    assert res[0].meta["span_fallback"] is True and res[0].batched_passes == 3
+    assert res[0].claims and all(
+        any(f in ch.text for f in c.forms for ch in chunks[0]) for c in res[0].claims
+    )
+    assert res[1].meta["span_fallback"] is False and res[1].meta["claims_from"] == "candidates"
+    for off in (build(None), build(1e6)):
+        got = off.evaluate(questions[0], chunks[0])
+        assert got.claims == [] and got.meta["span_fallback"] is False and got.batched_passes == 1
+    with pytest.raises(ConfigError, match="span_fallback_margin must be null or a finite number"):
+        EvaluatorConfig(name="learned", span_fallback_margin=float("nan"))
 
 
 def test_threshold_turns_weak_evidence_into_irrelevance(tiny_checkpoint):
