@@ -75,6 +75,13 @@ def calibrate_cmd(
         bool,
         typer.Option("--power/--no-power", help="Fit an evidence power (temperature) besides the scale."),
     ] = True,
+    state_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="Keep the open frames' stated-set bar at this value (in [0, 1]) instead of fitting it; the "
+            "yes/no bar, the evidence scale, λ, τ and the isotonic map are fitted as usual.",
+        ),
+    ] = None,
     cv_folds: Annotated[
         int, typer.Option(help="Folds of the cross-fitted 'after' estimate (0: off).", min=0)
     ] = DEFAULT_FOLDS,
@@ -117,6 +124,7 @@ def calibrate_cmd(
             progress=progress and sys.stderr.isatty(),
             command=command_line(),
             frames=frames,
+            state_ratio=state_ratio,
         )
     except (EvidentialError, TrainingDataError) as exc:
         fail(str(exc))

@@ -561,9 +561,10 @@ def _fit(
     isotonic: bool,
     fit_power: bool,
     cv_folds: int,
+    state_ratio: float | None = None,
 ) -> _Fitted:
     """Fit on the cached outcomes, score the configured and the fitted setting, cross-fit when there are
-    enough queries."""
+    enough queries (``state_ratio``: the open frames' stated-set bar, fixed instead of fitted)."""
     t1 = time.perf_counter()
     fusion = run_config.fusion
     data = CalibrationData.from_examples(outcomes, fusion.copy_overlap)
@@ -575,6 +576,7 @@ def _fit(
         fit_power=fit_power,
         isotonic=isotonic,
         state_prior=fusion.state_ratio,
+        fixed_state_ratio=state_ratio,
     ).fit(data)
     params = calibrator.params
     before = evaluate_parameters(
@@ -615,7 +617,13 @@ def _plot(output: Path, fitted: _Fitted, cv_folds: int) -> Path:
 
 
 def _search_info(
-    run_config: RunConfig, fitted: _Fitted, *, fit_power: bool, isotonic: bool, cv_folds: int
+    run_config: RunConfig,
+    fitted: _Fitted,
+    *,
+    fit_power: bool,
+    isotonic: bool,
+    cv_folds: int,
+    state_ratio: float | None = None,
 ) -> dict[str, Any]:
     """The ``search`` block of the calibration file: objectives, grids, the prior and notes."""
     fusion = run_config.fusion
@@ -638,6 +646,8 @@ def _search_info(
         "fit": {k: v for k, v in fitted.fit.items() if k != "notes"},
         "isotonic": isotonic,
         "cv_folds": cv_folds if fitted.cv is not None else 0,
+        # the open frames' bar when it was given (--state-ratio), not fitted; absent: fitted on the grid
+        **({"state_ratio_fixed": state_ratio} if state_ratio is not None else {}),
         "notes": fitted.notes,
     }
 
@@ -693,6 +703,7 @@ def calibrate(
     command: str | None = None,
     evaluator: Any = None,
     frames: str = "labelled",
+    state_ratio: float | None = None,
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
 
@@ -700,9 +711,16 @@ def calibrate(
     keeps nothing. ``evaluator`` may be an already-built evaluator (tests); by default it is built from
     the config once the data is known to be usable, and only when some query is not in the cache.
     ``frames``: ``labelled`` (the rows' candidates are the frame) or ``extracted`` (the evaluator's own
-    frames, as the pipeline fuses them; :func:`relabel_to_frame`).
+    frames, as the pipeline fuses them; :func:`relabel_to_frame`). ``state_ratio``: the open frames'
+    stated-set bar, kept at this value instead of fitted (the yes/no bar, λ, τ and the rest are fitted).
     """
     output = Path(output)
+    if state_ratio is not None and not (
+        isinstance(state_ratio, (int, float))
+        and not isinstance(state_ratio, bool)
+        and 0.0 <= state_ratio <= 1.0
+    ):
+        raise ConfigError(f"--state-ratio must be a number in [0, 1]; got {state_ratio!r}")
     _check_arguments(run_config, output, batch_size)
     sources, from_data = _read_sources(data_specs)
     split = resolve_split(run_config, from_data, validation_fraction, split_seed)
@@ -728,7 +746,14 @@ def calibrate(
         ),
     )
     data_info["frames"] = frames
-    fitted = _fit(run_config, outcomes, isotonic=isotonic, fit_power=fit_power, cv_folds=cv_folds)
+    fitted = _fit(
+        run_config,
+        outcomes,
+        isotonic=isotonic,
+        fit_power=fit_power,
+        cv_folds=cv_folds,
+        state_ratio=state_ratio,
+    )
     plot = _plot(output, fitted, cv_folds)
     cal = Calibration(
         evaluator=identity["name"],
@@ -736,7 +761,14 @@ def calibrate(
         evaluator_info={k: v for k, v in identity.items() if k != "name"},
         data=data_info,
         metrics=fitted.metrics,
-        search=_search_info(run_config, fitted, fit_power=fit_power, isotonic=isotonic, cv_folds=cv_folds),
+        search=_search_info(
+            run_config,
+            fitted,
+            fit_power=fit_power,
+            isotonic=isotonic,
+            cv_folds=cv_folds,
+            state_ratio=state_ratio,
+        ),
         extra=_provenance(
             run_config,
             plot=plot,

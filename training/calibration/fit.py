@@ -459,9 +459,11 @@ def fit_calibration(
     data_thresholds: bool = True,
     state_prior: float = 0.5,
     ratios: Sequence[float] = STATE_RATIO_GRID,
+    fixed_state_ratio: float | None = None,
 ) -> dict[str, Any]:
     """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → isotonic) on
-    ``data``.
+    ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the yes/no frames'
+    bar still is); its set accuracy is reported all the same.
 
     Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
     state_ratio_yes_no}`` (``state_ratio_yes_no`` None without a yes/no query)
@@ -490,10 +492,14 @@ def fit_calibration(
     # one bar for open frames, one for yes/no frames (answers that exclude each other), each on its queries
     yn = data.yes_no
     open_q, yn_q = torch.nonzero(~yn).flatten(), torch.nonzero(yn).flatten()
+    if fixed_state_ratio is not None:
+        open_prior, open_ratios = float(fixed_state_ratio), (float(fixed_state_ratio),)
+    else:
+        open_prior, open_ratios = state_prior, ratios
     ratio, set_acc = (
-        fit_state_ratio(data.subset(open_q), res.belief[open_q], routes[open_q], state_prior, ratios)
+        fit_state_ratio(data.subset(open_q), res.belief[open_q], routes[open_q], open_prior, open_ratios)
         if len(open_q)
-        else (float(state_prior), 0.0)
+        else (float(open_prior), 0.0)
     )
     ratio_yn, set_acc_yn = (
         fit_state_ratio(data.subset(yn_q), res.belief[yn_q], routes[yn_q], state_prior, ratios)

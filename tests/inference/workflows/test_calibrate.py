@@ -109,6 +109,28 @@ def test_rerun_reads_the_evidence_cache_and_refits_identically(fitted, shared_da
     assert d2["parameters"] == d["parameters"] and d2["metrics"] == d["metrics"]
 
 
+def test_state_ratio_keeps_the_open_bar_and_fits_the_rest(fitted, shared_data):
+    """`--state-ratio R` keeps the open frames' bar at R (recorded as fixed) and fits everything else as
+    without it, the yes/no bar included; a value outside [0, 1] is refused."""
+    out, d, _ = fitted
+    kept = 0.25 if d["parameters"]["state_ratio"] != 0.25 else 0.75
+    fixed = out.with_name("fixed.json")
+    args = _calibrate_args(shared_data, fixed) + ["--cache", d["evidence_cache"], "--state-ratio", str(kept)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    d2 = json.loads(fixed.read_text())
+    p, p0 = d2["parameters"], d["parameters"]
+    assert p["state_ratio"] == kept and d2["search"]["state_ratio_fixed"] == kept
+    assert "state_ratio_fixed" not in d["search"]
+    same = ("scale", "power", "lam", "tau1", "tau2", "state_ratio_yes_no")
+    assert {k: p.get(k) for k in same} == {k: p0.get(k) for k in same}
+    assert all(f["state_ratio"] == kept for f in d2["metrics"]["after_cv"]["per_fold"])
+    bad = runner.invoke(
+        app, _calibrate_args(shared_data, out.with_name("bad.json")) + ["--state-ratio", "1.5"]
+    )
+    assert bad.exit_code == 2 and "--state-ratio must be a number in [0, 1]; got 1.5" in bad.output
+
+
 def test_ask_applies_the_calibration(fitted):
     out, d, _ = fitted
     p = d["parameters"]
