@@ -208,7 +208,15 @@ def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
     from inference.rag.config import CorrectiveConfig
 
     cfg = load_config(
-        None, [*SETTINGS, "k=2", "baselines.corrective.upper=0.999", "baselines.corrective.lower=0.998"]
+        # no span fallback: the pass counts below are those of the extract + score path
+        None,
+        [
+            *SETTINGS,
+            "k=2",
+            "baselines.corrective.upper=0.999",
+            "baselines.corrective.lower=0.998",
+            "evaluator.span_fallback_margin=null",
+        ],
     )
     shared = SharedModels(cfg)
     shared.offer_generator_backend(smollm2)
