@@ -17,20 +17,20 @@ from inference.types import Chunk
 from training.learned.checkpoint import load_learned_model
 
 
-@pytest.fixture(scope="module")
-def evaluator(tiny_checkpoint):
-    # the tiny *random* head's decision rule; grounding, which would drop its arbitrary picks, is tested in
-    # test_grounding.py on the shipped checkpoint
-    # (no fallback extraction pass: the pass counts below are those of the two-pass path)
+def _tiny_evaluator(checkpoint, **settings):
+    """The tiny *random* head's decision rule; grounding, which would drop its arbitrary picks, is tested in
+    test_grounding.py on the shipped checkpoint."""
     return build_evaluator(
         EvaluatorConfig(
-            name="learned",
-            checkpoint=str(tiny_checkpoint),
-            support_threshold=0.0,
-            grounding="off",
-            span_fallback_margin=None,
+            name="learned", checkpoint=str(checkpoint), support_threshold=0.0, grounding="off", **settings
         )
     )
+
+
+@pytest.fixture(scope="module")
+def evaluator(tiny_checkpoint):
+    # no fallback extraction pass: the pass counts below are those of the two-pass path
+    return _tiny_evaluator(tiny_checkpoint, span_fallback_margin=None)
 
 
 def _chunks(record, k=4):
@@ -92,16 +92,7 @@ def test_a_query_whose_chunks_give_no_span_is_read_again_at_the_fallback_margin(
     candidates = [[], [*recs[1]["gold_answers"], *recs[1]["wrong_answers"]]]
 
     def build(fallback):
-        return build_evaluator(
-            EvaluatorConfig(
-                name="learned",
-                checkpoint=str(tiny_checkpoint),
-                support_threshold=0.0,
-                grounding="off",
-                span_null_margin=1e6,
-                span_fallback_margin=fallback,
-            )
-        )
+        return _tiny_evaluator(tiny_checkpoint, span_null_margin=1e6, span_fallback_margin=fallback)
 
     on = build(-1e6)
     rows = []
