@@ -136,17 +136,24 @@ def build_env() -> dict[str, str]:
     return {**os.environ, "CMAKE_ARGS": cmake}
 
 
+def llama_built_as_asked() -> bool:
+    """Whether the venv's llama-cpp-python was built with today's build options (:data:`LLAMA_BUILT`)."""
+    marker = VENV / LLAMA_BUILT
+    return marker.is_file() and marker.read_text() == build_env()["CMAKE_ARGS"]
+
+
 def ensure_env(extras: tuple[str, ...]) -> None:
     """Create the venv; install torch first (so no CUDA build is pulled), then the package, all under the lock."""
     problem = lock_problem()
     if problem is not None:
         sys.exit(f"error: {problem}")
     stamp = VENV / f".evidential-rag-{'-'.join(extras) or 'core'}"
-    built = build_env()["CMAKE_ARGS"] if "llamacpp" in extras else ""  # a change of build options rebuilds
     want = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes() + TORCH_SPEC.encode() + built.encode()
+        (ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes() + TORCH_SPEC.encode()
     ).hexdigest()
-    if stamp.is_file() and stamp.read_text() == want and PY.exists():
+    # other llama.cpp build options than the installed build's rebuild it
+    llama_ok = "llamacpp" not in extras or llama_built_as_asked()
+    if stamp.is_file() and stamp.read_text() == want and PY.exists() and llama_ok:
         return
     if not PY.exists():
         print(f"creating {VENV}", flush=True)
@@ -186,8 +193,7 @@ def _start_llama_build(wheels: Path) -> subprocess.Popen | None:
         f"import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != {version!r})",
     ]
     if subprocess.call([str(c) for c in probe], stderr=subprocess.DEVNULL) == 0:
-        marker = VENV / LLAMA_BUILT
-        if marker.is_file() and marker.read_text() == build_env()["CMAKE_ARGS"]:
+        if llama_built_as_asked():
             return None
         # installed with other (or unrecorded) build options: replace it
         run([PY, "-m", "pip", "uninstall", "--disable-pip-version-check", "-y", "llama-cpp-python"])
