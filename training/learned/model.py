@@ -460,7 +460,8 @@ class EvidentialEvaluatorModel(nn.Module):
         """The best answer span of each (query, chunk) in one batched pass; ``text=None`` when the best
         span's score does not beat the no-answer score (``[CLS]``) by more than ``null_margin`` (SQuAD 2's
         null threshold; negative values extract more spans). With ``repair`` the span's edges are moved to
-        whole words, names and dates (:func:`training.utils.spans.repair_span`)."""
+        whole words, names, dates and, for a question that asks for a place, comma-joined place names
+        (:func:`training.utils.spans.repair_span`)."""
         return [
             spans[0] if spans else SpanPrediction(None, score)
             for spans, score in self._decode_spans(queries, chunks, 1, 0.0, repair, null_margin)
@@ -526,7 +527,7 @@ class EvidentialEvaluatorModel(nn.Module):
                     continue
                 a, b = int(offsets[q, s, 0]), int(offsets[q, e, 1])
                 if repair:
-                    a, b = repair_span(chunks[q], a, b)
+                    a, b = repair_span(chunks[q], a, b, queries[q])
                 text = chunks[q][a:b].strip()
                 if not text or any(a < k.end_char and b > k.start_char for k in kept):
                     continue

@@ -12,7 +12,12 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
    and ALL-CAPS words never join.
 3. **Dates**: a day or "day, year" right after a month name takes the month; "Month day" right before
    ", year" (or " year") takes the year; a month name right before a day or year takes them.
-4. **Edges**: surrounding spaces, trailing commas/semicolons/colons and unbalanced brackets or quotes are
+4. **Places** (only when the question asks for a place, :func:`asks_for_place`): a name grows over the
+   comma-joined names right before and after it ("Chester Springs, Pennsylvania", "Cheras, Selangor,
+   Malaysia"), at most :data:`MAX_PLACE_PARTS` names and :data:`MAX_PLACE_WORDS` words in all. A name
+   that opens a sentence never joins from the left. Elsewhere a comma ends a name: "Timbaland, Justin
+   Timberlake" lists two artists.
+5. **Edges**: surrounding spaces, trailing commas/semicolons/colons and unbalanced brackets or quotes are
    trimmed.
 
 Pure string logic (stdlib only).
@@ -22,16 +27,31 @@ Pure string logic (stdlib only).
 'Ahmed Hussen'
 >>> s = text.index("12"); text[slice(*repair_span(text, s, s + 8))]
 'October 12, 1666'
+>>> s = text.index("Aguadilla"); text[slice(*repair_span(text, s, s + 9, "Where was the band founded?"))]
+'Aguadilla'
+>>> text = "The bridge stands in Chester Springs, Pennsylvania, over Pine Creek."
+>>> s = text.index("Penn"); text[slice(*repair_span(text, s, s + 12, "Where is the bridge located?"))]
+'Chester Springs, Pennsylvania'
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_NAME_WORDS", "repair_span"]
+__all__ = ["MAX_NAME_WORDS", "MAX_PLACE_PARTS", "MAX_PLACE_WORDS", "asks_for_place", "repair_span"]
 
 #: The longest name a span grows to, in words.
 MAX_NAME_WORDS = 4
+#: The most comma-joined names a place answer grows to ("Cheras, Selangor, Malaysia": 3).
+MAX_PLACE_PARTS = 3
+#: The longest place answer a span grows to, in words.
+MAX_PLACE_WORDS = 8
+
+_PLACE_QUESTION = re.compile(
+    r"\b(?:where|located|location|region|country|city|town|village|county|province|birthplace|hometown|"
+    r"headquarter(?:s|ed)?)\b",
+    re.IGNORECASE,
+)
 
 _MONTHS = (
     "january february march april may june july august september october november december "
@@ -139,6 +159,72 @@ def _dates(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
+def asks_for_place(question: str | None) -> bool:
+    """Whether a question asks for a place: "where", or a place noun such as "location", "region",
+    "country", "city", "county", "birthplace" or "headquarters" (case-insensitive, whole words).
+
+    >>> asks_for_place("Where is YHSS located?"), asks_for_place("Who founded YHSS?")
+    (True, False)
+    """
+    return bool(question) and bool(_PLACE_QUESTION.search(question))
+
+
+def _all_capitalized(span: str) -> bool:
+    words = span.split()
+    return bool(words) and all(_capitalized(w) or w.lower() in _PARTICLES for w in words)
+
+
+def _places(text: str, a: int, b: int) -> tuple[int, int]:
+    """Grow a name over the comma-joined names around it (rule 4 of the module docstring): first to the
+    left, where the more specific names stand ("Cheras, Selangor"), then to the right."""
+    if not _all_capitalized(text[a:b]):
+        return a, b
+    parts, words = 1, len(text[a:b].split())
+    name = r"[^\W\d_][\w'’.-]*(?: [^\W\d_][\w'’.-]*){0,3}"
+    while parts < MAX_PLACE_PARTS:  # left: "<Name>, <span>", the name not opening a sentence
+        m = re.search(r"(?:^|(?<=[\s(]))(" + name + r"), $", text[max(0, a - 60) : a])
+        if not m:
+            break
+        cand: list[str] = []  # the capitalized words right before ", <span>"
+        for w in reversed(m.group(1).split()):
+            if not (_capitalized(w) or w.lower() in _PARTICLES):
+                break
+            cand.insert(0, w)
+        while cand and not _capitalized(cand[0]):
+            cand.pop(0)
+        if not cand:
+            break
+        start = a - 2 - len(" ".join(cand))
+        if start < 0 or text[start : a - 2] != " ".join(cand):
+            break
+        before = text[max(0, start - 2) : start]
+        if start == 0 or before.endswith((". ", "! ", "? ", "\n")) or not before.endswith(" "):
+            break
+        if words + len(cand) > MAX_PLACE_WORDS:
+            break
+        a = start
+        parts, words = parts + 1, words + len(cand)
+    while parts < MAX_PLACE_PARTS:  # right: "<span>, <Name>"
+        m = re.match(r", (" + name + r")", text[b : b + 60])
+        if not m:
+            break
+        # the name ends at its last capitalized word ("Pennsylvania, over Pine Creek" stops at "Pennsylvania")
+        # or at a full stop
+        kept = []
+        for w in m.group(1).split():
+            core = w.rstrip(".")
+            if not _capitalized(core):
+                break
+            kept.append(core)
+            if core != w:
+                break
+        if not kept or words + len(kept) > MAX_PLACE_WORDS:
+            break
+        b += 2 + len(" ".join(kept))
+        parts, words = parts + 1, words + len(kept)
+    return a, b
+
+
 def _trim(text: str, a: int, b: int) -> tuple[int, int]:
     while a < b and (text[a].isspace() or text[a] in ",;:"):
         a += 1
@@ -165,13 +251,15 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
-def repair_span(text: str, start: int, end: int) -> tuple[int, int]:
+def repair_span(text: str, start: int, end: int, question: str | None = None) -> tuple[int, int]:
     """The repaired character span ``[start, end)`` of ``text`` (rules in the module docstring).
 
     Args:
         text: The chunk the span was read from.
         start: First character of the extracted span.
         end: One past its last character.
+        question: The question the span answers; when it asks for a place (:func:`asks_for_place`) the
+            place rule applies. ``None``: it does not.
 
     Returns:
         The new ``(start, end)``, always inside ``text``; the span itself when no rule applies or the
@@ -185,5 +273,7 @@ def repair_span(text: str, start: int, end: int) -> tuple[int, int]:
     a, b = _word_edges(text, a, b)
     a, b = _dates(text, a, b)
     a, b = _names(text, a, b)
+    if asks_for_place(question):
+        a, b = _places(text, a, b)
     a, b = _trim(text, a, b)
     return (a, b) if a < b else (start, end)

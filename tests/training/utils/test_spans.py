@@ -8,12 +8,18 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from training.utils.spans import MAX_NAME_WORDS, repair_span
+from training.utils.spans import (
+    MAX_NAME_WORDS,
+    MAX_PLACE_PARTS,
+    MAX_PLACE_WORDS,
+    asks_for_place,
+    repair_span,
+)
 
 
-def _repair(text: str, part: str) -> str:
+def _repair(text: str, part: str, question: str | None = None) -> str:
     a = text.index(part)
-    s, e = repair_span(text, a, a + len(part))
+    s, e = repair_span(text, a, a + len(part), question)
     return text[s:e]
 
 
@@ -35,6 +41,40 @@ def test_function_words_headings_and_punctuation_do_not_join():
     assert _repair("SPORTS BASEBALL Football", "Football") == "Football"  # ALL-CAPS never joins
     assert _repair('"Needtobreathe album) X', "Needtobreathe album)") == "Needtobreathe album"
     assert _repair("answer: 1,000, they said", "1,000,") == "1,000"
+
+
+def test_a_place_answer_takes_its_comma_joined_names_only_when_the_question_asks_for_a_place():
+    where = "Where is the Larkin Covered Bridge located?"
+    text = "The bridge crosses Pine Creek in Chester Springs, Pennsylvania, over a mill race."
+    assert _repair(text, "Pennsylvania", where) == "Chester Springs, Pennsylvania"
+    assert _repair(text, "Chester Springs", where) == "Chester Springs, Pennsylvania"  # stops at "over"
+    assert _repair(text, "Pennsylvania", "Who built the bridge?") == "Pennsylvania"
+    assert _repair(text, "Pennsylvania") == "Pennsylvania"
+    assert _repair("YHSS is a school in Thimphu, Bhutan. It opened in 1977.", "Thimphu", where) == (
+        "Thimphu, Bhutan"
+    )  # a full stop ends it
+    text = "Mahkota is a town in Cheras, Selangor, Malaysia, Asia, Earth."
+    assert _repair(text, "Selangor", "What region is Mahkota in?") == "Cheras, Selangor, Malaysia"
+    assert len(_repair(text, "Asia", where).split(", ")) == MAX_PLACE_PARTS
+    # a name that opens a sentence does not join from the left; a number never joins
+    assert _repair("It was moved. Later, Paris took it.", "Paris", where) == "Paris"
+    assert _repair("In 1990, Paris took it.", "Paris", where) == "Paris"
+    # lists of people are not places: "Who" questions keep the comma as an end
+    assert _repair(
+        "produced by Timbaland, Justin Timberlake and Nate Hills", "Timbaland", "Who produced it?"
+    ) == ("Timbaland")
+    words = " ".join(["Alpha Beta Gamma Delta"] * 1)
+    long = f"It lies in {words}, Epsilon Zeta Eta Theta, Iota Kappa."
+    assert len(_repair(long, "Epsilon Zeta Eta Theta", where).split()) <= MAX_PLACE_WORDS
+
+
+def test_place_questions_are_told_by_their_words():
+    assert asks_for_place("Where is YHSS located?")
+    assert asks_for_place("What is the region of Forum Iulii?")
+    assert asks_for_place("In which country is Pilzno?")
+    assert not asks_for_place("Who is the artist of the album Shock Value?")
+    assert not asks_for_place("What is the population of Pilzno?")
+    assert not asks_for_place(None) and not asks_for_place("")
 
 
 def test_names_stop_at_the_word_budget():
@@ -64,10 +104,10 @@ def test_real_ramdocs_answers_survive_repair(shared_data):
     assert checked >= 10
 
 
-@given(st.text(max_size=80), st.integers(0, 80), st.integers(0, 80))
-def test_repair_stays_inside_the_text(text, i, j):
+@given(st.text(max_size=80), st.integers(0, 80), st.integers(0, 80), st.sampled_from([None, "Where is it?"]))
+def test_repair_stays_inside_the_text(text, i, j, question):
     a, b = sorted((i, j))
-    s, e = repair_span(text, a, b)
+    s, e = repair_span(text, a, b, question)
     if 0 <= a < b <= len(text):
         assert 0 <= s < e <= len(text)
     else:
