@@ -45,6 +45,7 @@ from evidential.routing import (
     backing_claims,
     copy_contested,
     copy_pairs,
+    merge_copies,
     route,
     stated_mask,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "backing_claims",
     "copy_contested",
     "copy_pairs",
+    "merge_copies",
     "stated_mask",
     "validate_evidence",
 ]

@@ -26,6 +26,12 @@ answer is often a copy of a real document with the answer swapped (RAMDocs' misi
 corpus-poisoning attacks), and two chunks that are copies of one text are one source, not two. A claim whose
 every backing chunk is a near-copy of a chunk that backs a claim with *more* fused mass contradicts the
 text it was copied from and has no source of its own: it is not stated, whatever its mass.
+
+Agreeing copies (:func:`merge_copies`): near-copies that back the *same* claim are one source too. Fusing
+them as independent sources (Dempster's rule and the λ rule assume independence) counts one text's evidence
+once per copy: a document retrieved twice, or the overlapping windows of one passage, would outvote a
+second, independent document. They are fused as one source instead, with the mean of their evidence
+(Jøsang's averaging fusion, the operator for dependent sources, in evidence form).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ __all__ = [
     "backing_claims",
     "copy_contested",
     "copy_pairs",
+    "merge_copies",
     "stated_mask",
 ]
 
@@ -187,6 +194,51 @@ def copy_pairs(copies: list[list[int]]) -> torch.Tensor:
     for i, js in enumerate(copies):
         out[i, list(js)] = True
     return out
+
+
+def merge_copies(
+    evidence: torch.Tensor, copies: torch.Tensor, chunk_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Fuse agreeing copies as one source: the chunks linked by near-copy pairs (``copies``, taken
+    transitively) that back the same claim (:func:`backing_claims`) form a group; the group's first chunk
+    gets the mean of the group's evidence vectors and the others get zero evidence (a vacuous opinion,
+    which no fusion rule counts). Chunks that back no claim, or that copy only chunks backing another claim,
+    are unchanged. Differentiable in ``evidence``.
+
+    Args:
+        evidence: ``[..., k, M]``, non-negative (after any calibration transform: this is what is fused).
+        copies: Bool ``[..., k, k]``: chunk ``i`` and chunk ``i'`` are copies of one text (symmetric; the
+            diagonal is ignored).
+        chunk_mask: Bool ``[..., k]`` of real chunks (padded chunks are in no group).
+
+    Returns:
+        The evidence ``[..., k, M]`` to fuse, same dtype.
+
+    Example:
+        >>> ev = torch.tensor([[4.0, 0.0], [2.0, 1.0], [0.0, 3.0]])  # chunks 0 and 1: one text, one claim
+        >>> copies = torch.tensor([[False, True, False], [True, False, False], [False, False, False]])
+        >>> merge_copies(ev, copies).tolist()
+        [[3.0, 0.5], [0.0, 0.0], [0.0, 3.0]]
+    """
+    e = torch.as_tensor(evidence)
+    k = e.shape[-2]
+    if k == 0 or e.shape[-1] == 0:
+        return e
+    backs = backing_claims(e, chunk_mask)  # [..., k, M]
+    eye = torch.eye(k, dtype=torch.bool, device=e.device)
+    cp = torch.as_tensor(copies, device=e.device).to(torch.bool) & ~eye
+    same = (backs.unsqueeze(-2) & backs.unsqueeze(-3)).any(-1)  # [..., k, k]: back one claim
+    link = (cp & same).to(e.dtype)
+    # transitive closure by repeated squaring: reach[i, j] = i and j are in one group (i == j included)
+    reach = (link + eye.to(e.dtype)).clamp_max(1.0)
+    for _ in range(max(1, (k - 1).bit_length())):
+        reach = (reach @ reach).clamp_max(1.0)
+    group = reach > 0
+    # a chunk keeps the group's evidence when no earlier chunk is in its group
+    earlier = torch.tril(torch.ones(k, k, dtype=torch.bool, device=e.device), diagonal=-1)  # [i, j]: j < i
+    keeps = ~(group & earlier).any(-1)  # [..., k]
+    mean = (group.to(e.dtype) @ e) / group.to(e.dtype).sum(-1, keepdim=True)
+    return torch.where(keeps.unsqueeze(-1), mean, torch.zeros_like(e))
 
 
 def copy_contested(

@@ -17,7 +17,15 @@ from typing import Any
 
 import torch
 
-from evidential import FusionConfig, copy_contested, copy_pairs, fuse, opinions_from_evidence, route
+from evidential import (
+    FusionConfig,
+    copy_contested,
+    copy_pairs,
+    fuse,
+    merge_copies,
+    opinions_from_evidence,
+    route,
+)
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
@@ -296,18 +304,21 @@ def build_answer_record(
     """Fuse and route one evaluation and return the typed answer record.
 
     ``copies`` (per chunk, the indices of its near-copies) defaults to
-    :func:`~training.utils.text.near_copies` of the chunk texts at ``fusion.copy_overlap``; claims that
-    only edited copies back (:func:`evidential.copy_contested`) stay out of the stated set and are listed in
-    ``copy_contested``."""
+    :func:`~training.utils.text.near_copies` of the chunk texts at ``fusion.copy_overlap``. Copies that back
+    the same claim are fused as one source (:func:`evidential.merge_copies`); claims that only edited copies
+    back (:func:`evidential.copy_contested`) stay out of the stated set and are listed in
+    ``copy_contested``. The record's chunk decisions keep each chunk's own evidence."""
     t0 = time.perf_counter()
-    ops = opinions_from_evidence(result.evidence, sanitize=fusion.sanitize)
-    res = fuse(ops, lam=fusion.lam, rule=fusion.rule)
-    decision = route(res, fusion.tau1, fusion.tau2, fusion.policy).names
     if copies is None:
         copies = near_copies([c.text for c in result.chunks], fusion.copy_overlap)
+    pairs = copy_pairs(copies) if any(copies) and result.claims else None
+    evidence = result.evidence if pairs is None else merge_copies(result.evidence, pairs)
+    ops = opinions_from_evidence(evidence, sanitize=fusion.sanitize)
+    res = fuse(ops, lam=fusion.lam, rule=fusion.rule)
+    decision = route(res, fusion.tau1, fusion.tau2, fusion.policy).names
     contested = [False] * len(result.claims)
-    if any(copies) and result.claims:
-        contested = copy_contested(res.belief, ops.evidence, copy_pairs(copies)).tolist()
+    if pairs is not None:
+        contested = copy_contested(res.belief, ops.evidence, pairs).tolist()
     t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
     answer = result.claims[sel].text if sel >= 0 else None

@@ -42,7 +42,16 @@ from typing import Any
 
 import torch
 
-from evidential import ROUTES, FusionConfig, copy_contested, copy_pairs, fuse, opinions_from_evidence, route
+from evidential import (
+    ROUTES,
+    FusionConfig,
+    copy_contested,
+    copy_pairs,
+    fuse,
+    merge_copies,
+    opinions_from_evidence,
+    route,
+)
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
 from inference.answer import record_copies, record_evidence
@@ -348,13 +357,15 @@ def refuse_rows(
     scored confidence is ``calibrated_confidence`` as in the run). Returns new rows (the originals are not
     modified)."""
     fc = setting.fusion()
-    ops = opinions_from_evidence(batch.evidence, batch.claim_mask, batch.chunk_mask)
+    merged = fc.copy_overlap is not None and batch.copies is not None
+    evidence = merge_copies(batch.evidence, batch.copies, batch.chunk_mask) if merged else batch.evidence
+    ops = opinions_from_evidence(evidence, batch.claim_mask, batch.chunk_mask)
     res = fuse(ops, lam=fc.lam, rule=fc.rule)
     ids = route(res, fc.tau1, fc.tau2, fc.policy).ids.tolist()
     belief, sel = res.belief.tolist(), res.selected.tolist()
     contested = (
         copy_contested(res.belief, ops.evidence, batch.copies, batch.chunk_mask).tolist()
-        if fc.copy_overlap is not None and batch.copies is not None
+        if merged
         else [None] * len(rows)
     )
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()

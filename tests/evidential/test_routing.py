@@ -162,9 +162,9 @@ def test_a_planted_copy_is_contested_and_an_independent_minority_is_not():
 
 def test_an_empty_frame_or_no_chunk_contests_nothing():
     assert copy_contested(torch.zeros(0), torch.zeros(2, 0), _pairs(2, (0, 1))).shape == (0,)
-    assert copy_contested(torch.tensor([0.5]), torch.zeros(0, 1), torch.zeros(0, 0, dtype=torch.bool)).tolist() == [
-        False
-    ]
+    assert copy_contested(
+        torch.tensor([0.5]), torch.zeros(0, 1), torch.zeros(0, 0, dtype=torch.bool)
+    ).tolist() == [False]
 
 
 def test_copies_of_padded_chunks_are_ignored():
@@ -202,3 +202,73 @@ def test_copy_contested_properties(case):
     # batched equals one query at a time
     batched = copy_contested(res.belief.unsqueeze(0).repeat(2, 1), ev.repeat(2, 1, 1), cp.repeat(2, 1, 1))
     assert batched.tolist() == [contested.tolist()] * 2
+
+
+# ------------------------------------------------------------------------------------------ agreeing copies
+from evidential import merge_copies  # noqa: E402
+
+
+def test_agreeing_copies_are_fused_as_one_source_with_their_mean_evidence():
+    # chunks 0, 1 and 3 are copies of one text backing claim A (0-1 and 1-3: transitive); chunk 2 backs B
+    ev = torch.tensor([[4.0, 0.0], [2.0, 1.0], [0.0, 3.0], [3.0, 0.0]], dtype=torch.float64)
+    merged = merge_copies(ev, _pairs(4, (0, 1), (1, 3)))
+    assert torch.allclose(
+        merged, torch.tensor([[3.0, 1 / 3], [0.0, 0.0], [0.0, 3.0], [0.0, 0.0]], dtype=torch.float64)
+    )
+    # a copy that backs another claim (an edited copy) is not merged: copy_contested decides about it
+    assert torch.equal(merge_copies(ev, _pairs(4, (0, 2))), ev)
+    # no copies, or copies of chunks that back nothing: unchanged
+    assert torch.equal(merge_copies(ev, _pairs(4)), ev)
+    blank = torch.tensor([[0.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    assert torch.equal(merge_copies(blank, _pairs(2, (0, 1))), blank)
+
+
+def test_a_text_retrieved_twice_counts_once_in_the_fusion():
+    a, b = [5.0, 0.0], [0.0, 3.0]
+    twice = torch.tensor([a, a, b], dtype=torch.float64)
+    once = torch.tensor([a, b], dtype=torch.float64)
+    fused_twice = fuse(opinions_from_evidence(merge_copies(twice, _pairs(3, (0, 1)))), lam=0.6)
+    fused_once = fuse(opinions_from_evidence(once), lam=0.6)
+    assert torch.allclose(fused_twice.belief, fused_once.belief)
+    assert torch.allclose(fused_twice.uncertainty, fused_once.uncertainty)
+    # without the merge the duplicate outweighs the independent source
+    naive = fuse(opinions_from_evidence(twice), lam=0.6)
+    assert float(naive.belief[0] - naive.belief[1]) > float(fused_once.belief[0] - fused_once.belief[1])
+
+
+def test_merge_copies_ignores_padded_chunks_and_passes_gradients():
+    ev = torch.tensor([[[5.0, 0.0], [4.0, 0.0]]], dtype=torch.float64, requires_grad=True)
+    cp = _pairs(2, (0, 1)).unsqueeze(0)
+    assert merge_copies(ev, cp, torch.tensor([[True, False]])).tolist() == ev.tolist()
+    merge_copies(ev, cp).sum().backward()
+    assert ev.grad.tolist() == [[[0.5, 0.5], [0.5, 0.5]]]  # the kept row is the mean of both
+
+
+@given(
+    st.integers(1, 4).flatmap(
+        lambda m: st.tuples(
+            st.lists(
+                st.lists(st.sampled_from([0.0, 0.5, 2.0, 6.0]), min_size=m, max_size=m),
+                min_size=1,
+                max_size=6,
+            ),
+            st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=8),
+        )
+    )
+)
+def test_merge_copies_properties(case):
+    rows, pairs = case
+    ev = torch.tensor(rows, dtype=torch.float64)
+    k = ev.shape[0]
+    cp = _pairs(k, *[(i, j) for i, j in pairs if i < k and j < k])
+    merged = merge_copies(ev, cp)
+    assert merged.shape == ev.shape and bool((merged >= 0).all())
+    # each chunk's row is either kept, zeroed (a later member of a group) or its group's mean
+    kept = merged.abs().sum(-1) > 0
+    assert int(kept.sum()) <= int((ev.abs().sum(-1) > 0).sum())
+    # every claim some chunk backs is still backed: merging removes duplicates, not claims
+    assert backing_claims(merged).any(0).tolist() == backing_claims(ev).any(0).tolist()
+    # merging is idempotent and batched equals one query at a time
+    assert torch.allclose(merge_copies(merged, cp), merged)
+    assert torch.allclose(merge_copies(ev.repeat(2, 1, 1), cp.repeat(2, 1, 1)), merged.repeat(2, 1, 1))
+    assert torch.equal(merge_copies(ev, torch.zeros(k, k, dtype=torch.bool)), ev)

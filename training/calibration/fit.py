@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from evidential import copy_contested, fuse, opinions_from_evidence, stated_mask
+from evidential import copy_contested, fuse, merge_copies, opinions_from_evidence, stated_mask
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
 from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
@@ -101,8 +101,9 @@ def fused_outputs(
     lam: float = 0.6,
     rule: str = "lambda",
 ):
-    """Fuse every query (Eqs 2–14) after ``e' = s · e^p``; ``scale`` may be a 1-d tensor of ``S`` scales,
-    which fuses all of them in one call (results get a leading ``[S]`` dimension).
+    """Fuse every query (Eqs 2–14) after ``e' = s · e^p`` and :func:`evidential.merge_copies` on
+    ``data.copies``; ``scale`` may be a 1-d tensor of ``S`` scales, which fuses all of them in one call
+    (results get a leading ``[S]`` dimension).
 
     Returns ``(fusion, confidence, correct)``: the :class:`evidential.FusionResult`, the Eq 27 confidence
     and whether the selected claim is a gold claim (False when nothing is selected).
@@ -117,6 +118,8 @@ def fused_outputs(
         cm, km, gold = (t.unsqueeze(0).expand(n, *t.shape) for t in (cm, km, gold))
     else:
         e = e * float(scale)
+    if bool(data.copies.any()):  # agreeing copies are one source, as in the pipeline
+        e = merge_copies(e, data.copies, km)
     res = fuse(opinions_from_evidence(e, claim_mask=cm, chunk_mask=km), lam=lam, rule=rule)
     sel = res.selected
     picked = torch.gather(gold, -1, sel.clamp_min(0).unsqueeze(-1)).squeeze(-1)
@@ -273,7 +276,9 @@ def _stated(data: CalibrationData, belief, routes, ratio: float, ratio_yes_no: f
     for yes/no frames when given; claims only edited copies back left out, :func:`evidential.copy_contested`
     on ``data.copies``)."""
     contested = (
-        copy_contested(belief, data.evidence, data.copies, data.chunk_mask)
+        copy_contested(
+            belief, merge_copies(data.evidence, data.copies, data.chunk_mask), data.copies, data.chunk_mask
+        )
         if bool(data.copies.any())
         else None
     )

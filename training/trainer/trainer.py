@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from evidential import copy_contested, copy_pairs, fuse, opinions_from_evidence, route
+from evidential import copy_contested, copy_pairs, fuse, merge_copies, opinions_from_evidence, route
 from evidential.errors import ConfigError
 from evidential.losses import FusedMassLoss, edl_loss, evidence_distillation_loss
 from training.data.annotated import (
@@ -898,7 +898,9 @@ def score_outcomes(
       ``support_threshold`` (else "none"), compared with the label (chunks without a human label are left
       out; the key is absent when no chunk has one);
     * ``mean_evidence_<type>``: mean of the chunk's largest evidence, by document type;
-    * ``ece``: fused confidence (Eq 27) vs "the selected claim is gold", 15 bins, over queries with gold;
+    * ``ece``: fused confidence (Eq 27) vs "the selected claim is gold", 15 bins, over queries with gold
+      (every query is fused with its agreeing near-copies at ``copy_overlap`` as one source,
+      :func:`evidential.merge_copies`);
     * ``route_accuracy``: route vs :func:`expected_route` (queries whose chunks all have human labels;
       absent when there are none);
     * ``strict_em_ramdocs``: MADAM-RAG strict exact match of the stated claims
@@ -921,7 +923,12 @@ def score_outcomes(
                 correct += pred == lab
                 total += 1
             ev_by_type[ex.doc_types[i] or "unknown"].append(top)
-        res = fuse(opinions_from_evidence(ev), lam=lam, rule=rule)
+        copies = near_copies(
+            list(ex.chunks), copy_overlap
+        )  # agreeing copies are one source, as in the pipeline
+        pairs = copy_pairs(copies) if any(copies) and ev.shape[-1] else None
+        fused_ev = ev if pairs is None else merge_copies(ev, pairs)
+        res = fuse(opinions_from_evidence(fused_ev), lam=lam, rule=rule)
         r = route(res, tau[0], tau[1], policy).names
         route_counts[r] += 1
         if ex.fully_labelled:
@@ -932,8 +939,7 @@ def score_outcomes(
             conf.append(float(res.confidence))
             hit.append(sel in ex.gold)
         if ex.source == "ramdocs" and ex.gold is not None:
-            copies = near_copies(list(ex.chunks), copy_overlap)
-            contested = copy_contested(res.belief, ev, copy_pairs(copies)).tolist() if any(copies) else None
+            contested = copy_contested(res.belief, fused_ev, pairs).tolist() if pairs is not None else None
             said = stated_claims(
                 ex.claims, [float(x) for x in res.belief], r, sel, state_ratio, contested=contested
             )
