@@ -15,7 +15,7 @@ def test_defaults_are_the_paper_fusion_setting():
         "lambda",
         "paper",
     )
-    assert cfg.k == 5
+    assert cfg.k == 10
 
 
 def test_paper_yaml_holds_table14():
