@@ -175,23 +175,29 @@ def test_copies_of_padded_chunks_are_ignored():
     assert copy_contested(belief, ev, cp, torch.tensor([[True, False]])).tolist() == [[False, False]]
 
 
-@given(
-    st.integers(1, 4).flatmap(
-        lambda m: st.tuples(
-            st.lists(
-                st.lists(st.sampled_from([0.0, 0.5, 2.0, 6.0]), min_size=m, max_size=m),
-                min_size=1,
-                max_size=5,
-            ),
-            st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=6),
-        )
+# evidence [k ≤ 6, M ≤ 4] on a few levels, and copy pairs among its chunks
+_EVIDENCE_AND_COPIES = st.integers(1, 4).flatmap(
+    lambda m: st.tuples(
+        st.lists(
+            st.lists(st.sampled_from([0.0, 0.5, 2.0, 6.0]), min_size=m, max_size=m),
+            min_size=1,
+            max_size=6,
+        ),
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=8),
     )
 )
-def test_copy_contested_properties(case):
+
+
+def _case(case):
     rows, pairs = case
     ev = torch.tensor(rows, dtype=torch.float64)
     k = ev.shape[0]
-    cp = _pairs(k, *[(i, j) for i, j in pairs if i < k and j < k])
+    return ev, k, _pairs(k, *[(i, j) for i, j in pairs if i < k and j < k])
+
+
+@given(_EVIDENCE_AND_COPIES)
+def test_copy_contested_properties(case):
+    ev, k, cp = _case(case)
     res = fuse(opinions_from_evidence(ev), lam=0.6)
     contested = copy_contested(res.belief, ev, cp)
     backed = backing_claims(ev).any(0)
@@ -244,23 +250,9 @@ def test_merge_copies_ignores_padded_chunks_and_passes_gradients():
     assert ev.grad.tolist() == [[[0.5, 0.5], [0.5, 0.5]]]  # the kept row is the mean of both
 
 
-@given(
-    st.integers(1, 4).flatmap(
-        lambda m: st.tuples(
-            st.lists(
-                st.lists(st.sampled_from([0.0, 0.5, 2.0, 6.0]), min_size=m, max_size=m),
-                min_size=1,
-                max_size=6,
-            ),
-            st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=8),
-        )
-    )
-)
+@given(_EVIDENCE_AND_COPIES)
 def test_merge_copies_properties(case):
-    rows, pairs = case
-    ev = torch.tensor(rows, dtype=torch.float64)
-    k = ev.shape[0]
-    cp = _pairs(k, *[(i, j) for i, j in pairs if i < k and j < k])
+    ev, k, cp = _case(case)
     merged = merge_copies(ev, cp)
     assert merged.shape == ev.shape and bool((merged >= 0).all())
     # each chunk's row is either kept, zeroed (a later member of a group) or its group's mean
