@@ -46,6 +46,7 @@ from evidential.routing import (
     copy_contested,
     copy_pairs,
     merge_copies,
+    select_uncontested,
     route,
     stated_mask,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "copy_contested",
     "copy_pairs",
     "merge_copies",
+    "select_uncontested",
     "stated_mask",
     "validate_evidence",
 ]

@@ -213,7 +213,7 @@ class FusionConfig:
     copy_overlap: float | None = field(
         default=0.8,
         metadata={
-            "help": "Edited copies: two chunks whose distinct words overlap at least this much (share of the shorter chunk's words; training.utils.text.near_copies) are copies of one text, and a claim whose every backing chunk copies a chunk that backs a claim with more fused mass is not stated (evidential.copy_contested: a planted edit of a real document is not a second valid answer). null: off.",
+            "help": "Edited copies: two chunks whose distinct words overlap at least this much (share of the shorter chunk's words; training.utils.text.near_copies) are copies of one text, and a claim whose every backing chunk copies a chunk that backs a better-supported claim (more backing chunks, then more fused mass) is neither stated nor the answer (evidential.copy_contested: a planted edit of a real document is not a second valid answer). null: off.",
             "range": (0.0, 1.0),
             "ends": "(]",
             "null": "off",

@@ -58,6 +58,7 @@ __all__ = [
     "copy_contested",
     "copy_pairs",
     "merge_copies",
+    "select_uncontested",
     "stated_mask",
 ]
 
@@ -248,12 +249,16 @@ def copy_contested(
     chunk_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Claims backed only by edited copies: every chunk that backs claim ``j`` (:func:`backing_claims`) is a
-    near-copy (``copies[i, i']``) of a chunk ``i'`` that backs a claim with more fused mass than ``b_j``.
+    near-copy (``copies[i, i']``) of a chunk ``i'`` that backs a better-supported claim — one that more
+    chunks back (corroboration by other sources), or as many chunks and more fused mass than ``b_j``.
 
     Such a claim contradicts the text its chunk was copied from and has no source of its own (a planted
-    edit), so :func:`stated_mask` drops it when given this mask. The top claim is never contested, nor is a
-    claim no chunk backs, nor one with a backing chunk that copies nothing better supported; with no copies
-    nothing is.
+    edit), so :func:`stated_mask` drops it when given this mask. Of two copies that disagree, the one whose
+    claim other chunks corroborate is the original: corroboration is counted first because the fused masses
+    of two single-chunk claims differ only by the evaluator's reading of two near-identical texts. The
+    best-supported claim is never contested, nor is a claim no chunk backs, nor one with a backing chunk that copies nothing better supported;
+    with no copies nothing is. Agreeing copies count once when ``evidence`` comes from
+    :func:`merge_copies`.
 
     Args:
         belief: Fused singleton masses ``[..., M]``.
@@ -280,13 +285,40 @@ def copy_contested(
     if chunk_mask is not None:
         m = chunk_mask.to(torch.bool)
         cp = cp & m.unsqueeze(-1) & m.unsqueeze(-2)
-    bf = b.to(torch.float64).unsqueeze(-2)  # [..., 1, M]
-    # mass of the claim each chunk backs (-1: none), and the best mass backed by one of its copies
+    # support of each claim: backing chunks first, fused mass (in [0, 1], halved) to break ties
+    support = backs.sum(-2).to(torch.float64) + 0.5 * b.to(torch.float64).clamp(0.0, 1.0)  # [..., M]
+    bf = support.unsqueeze(-2)  # [..., 1, M]
+    # support of the claim each chunk backs (-1: none), and the best support backed by one of its copies
     own = torch.where(backs, bf, torch.full_like(bf, -1.0)).max(-1).values  # [..., k]
     partner = torch.where(cp, own.unsqueeze(-2), torch.full_like(own.unsqueeze(-2), -1.0)).max(-1).values
     outvoted = (own >= 0) & (partner > own)  # [..., k]
     backed = backs.any(-2)
     return backed & ~(backs & ~outvoted.unsqueeze(-1)).any(-2)
+
+
+def select_uncontested(belief: torch.Tensor, contested: torch.Tensor | None = None) -> torch.Tensor:
+    """The answer's claim: the highest-mass claim that is not ``contested`` (:func:`copy_contested`), so a
+    planted edit never becomes the committed answer even when its mass tops the frame. Without
+    ``contested`` this is the fusion's ``selected`` claim (Eq 27: first claim on ties).
+
+    Args:
+        belief: Fused singleton masses ``[..., M]``.
+        contested: Bool ``[..., M]`` of claims never stated.
+
+    Returns:
+        Long ``[...]``: the claim index, ``-1`` where no uncontested claim has positive mass.
+
+    Example:
+        >>> select_uncontested(torch.tensor([0.5, 0.3, 0.1]), torch.tensor([True, False, False])).tolist()
+        1
+    """
+    b = torch.as_tensor(belief)
+    if contested is not None:
+        b = b.masked_fill(torch.as_tensor(contested, device=b.device).to(torch.bool), 0.0)
+    if b.shape[-1] == 0:
+        return torch.full(b.shape[:-1], -1, dtype=torch.long, device=b.device)
+    top, idx = b.max(-1)
+    return torch.where(top > 0, idx, torch.full_like(idx, -1))
 
 
 def stated_mask(

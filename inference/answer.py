@@ -20,6 +20,7 @@ import torch
 from evidential import (
     FusionConfig,
     copy_contested,
+    select_uncontested,
     copy_pairs,
     fuse,
     merge_copies,
@@ -317,10 +318,12 @@ def build_answer_record(
     res = fuse(ops, lam=fusion.lam, rule=fusion.rule)
     decision = route(res, fusion.tau1, fusion.tau2, fusion.policy).names
     contested = [False] * len(result.claims)
-    if pairs is not None:
-        contested = copy_contested(res.belief, ops.evidence, pairs).tolist()
-    t_fuse = time.perf_counter() - t0
     sel = int(res.selected)
+    if pairs is not None:
+        contested_t = copy_contested(res.belief, ops.evidence, pairs)
+        contested = contested_t.tolist()
+        sel = int(select_uncontested(res.belief, contested_t))
+    t_fuse = time.perf_counter() - t0
     answer = result.claims[sel].text if sel >= 0 else None
     stated = stated_claims(
         [c.text for c in result.claims],

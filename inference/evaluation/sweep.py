@@ -49,6 +49,7 @@ from evidential import (
     copy_pairs,
     fuse,
     merge_copies,
+    select_uncontested,
     opinions_from_evidence,
     route,
 )
@@ -363,11 +364,10 @@ def refuse_rows(
     res = fuse(ops, lam=fc.lam, rule=fc.rule)
     ids = route(res, fc.tau1, fc.tau2, fc.policy).ids.tolist()
     belief, sel = res.belief.tolist(), res.selected.tolist()
-    contested = (
-        copy_contested(res.belief, ops.evidence, batch.copies, batch.chunk_mask).tolist()
-        if merged
-        else [None] * len(rows)
-    )
+    contested = [None] * len(rows)
+    if merged:
+        contested_t = copy_contested(res.belief, ops.evidence, batch.copies, batch.chunk_mask)
+        contested, sel = contested_t.tolist(), select_uncontested(res.belief, contested_t).tolist()
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()
     ign, con = res.ignorance.tolist(), res.conflict.tolist()
     out, todo = [], []

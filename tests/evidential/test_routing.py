@@ -122,7 +122,7 @@ def test_stated_mask_properties(masses, r1, r2):
 
 
 # ------------------------------------------------------------------------------------------ edited copies
-from evidential import backing_claims, copy_contested, stated_mask  # noqa: E402
+from evidential import backing_claims, copy_contested, select_uncontested, stated_mask  # noqa: E402
 
 
 def _pairs(k, *pairs):
@@ -152,9 +152,17 @@ def test_a_planted_copy_is_contested_and_an_independent_minority_is_not():
         False,
         False,
     ]
-    # a claim with one backing chunk that copies nothing better stays
+    # a claim with one backing chunk that copies nothing better stays: B (chunks 1 and 3) ties A (chunks 0
+    # and 4) on backing chunks and has less mass, but chunk 3 is its own source
+    ev3 = torch.cat([ev, torch.tensor([[0.0, 2.0, 0.0], [2.0, 0.0, 0.0]], dtype=torch.float64)])
+    assert copy_contested(belief, ev3, _pairs(5, (0, 1))).tolist() == [False, False, False]
     ev2 = torch.cat([ev, torch.tensor([[0.0, 2.0, 0.0]], dtype=torch.float64)])
-    assert copy_contested(belief, ev2, _pairs(4, (0, 1))).tolist() == [False, False, False]
+    # corroboration outranks mass: an independent chunk 3 backs the copy's claim B, so the less massive B is
+    # the original and A, backed only by chunk 0 (the copy of chunk 1), is contested and never the answer
+    contested = copy_contested(belief, ev2, _pairs(4, (0, 1)))
+    assert contested.tolist() == [True, False, False]
+    assert select_uncontested(belief, contested).tolist() == 1
+    assert select_uncontested(belief).tolist() == 0
     # equal masses: nobody is outvoted; no copies: nothing is contested
     assert copy_contested(torch.tensor([0.3, 0.3, 0.2]), ev, _pairs(3, (0, 1))).tolist() == [False] * 3
     assert copy_contested(belief, ev, _pairs(3)).tolist() == [False] * 3
@@ -202,8 +210,14 @@ def test_copy_contested_properties(case):
     contested = copy_contested(res.belief, ev, cp)
     backed = backing_claims(ev).any(0)
     assert not bool((contested & ~backed).any())  # only claims some chunk backs
-    top = res.belief.max()
-    assert not bool((contested & (res.belief >= top)).any())  # the top claim never
+    # the best-supported claim (most backing chunks, then most mass) never
+    support = backing_claims(ev).sum(0).to(torch.float64) + 0.5 * res.belief
+    assert not bool((contested & (support >= support.max())).any())
+    # the answer is the most massive uncontested claim; with nothing contested, the fusion's selection
+    sel = int(select_uncontested(res.belief, contested))
+    if sel >= 0:
+        assert not bool(contested[sel]) and float(res.belief[sel]) == float(res.belief[~contested].max())
+    assert int(select_uncontested(res.belief, torch.zeros_like(contested))) == int(res.selected)
     assert not bool(copy_contested(res.belief, ev, torch.zeros(k, k, dtype=torch.bool)).any())
     # batched equals one query at a time
     batched = copy_contested(res.belief.unsqueeze(0).repeat(2, 1), ev.repeat(2, 1, 1), cp.repeat(2, 1, 1))

@@ -248,6 +248,11 @@ def test_the_shipped_default_drops_a_real_planted_copy_and_keeps_both_valid_answ
     assert [c["copies"] for c in rec["chunks"]][:2] == [["d1"], ["d0"]]
     said = " ".join(rec["stated_claims"])
     assert "Pennsylvania" in said and "Vermont" in said and "Springfield" not in said
-    # without the rule the planted copy clears the fitted bar and is stated
+    # the planted copy tops the fused masses, but the Pennsylvania document it copies is corroborated by a
+    # third chunk: the copy is neither stated nor the committed answer
+    masses = {c["text"]: c["mass"] for c in rec["claims"]}
+    assert max(masses, key=masses.get) == "Springfield, Massachusetts"
+    assert rec["answer"] == "Vermont" and rec["stated_claims"][0] == "Vermont"
+    # without the rule the planted copy is stated and committed to
     off = answer_record(res, FusionConfig(**{**cal.fusion_overrides(), "copy_overlap": None}))
-    assert "Springfield, Massachusetts" in off["stated_claims"]
+    assert "Springfield, Massachusetts" in off["stated_claims"] and off["answer"] == "Springfield, Massachusetts"

@@ -5,6 +5,7 @@ import json
 from typer.testing import CliRunner
 
 from inference.cli import app
+from inference.config import RunConfig
 from inference.ramdocs import SAMPLE_PATH
 from inference.types import load_chunks
 
@@ -231,7 +232,7 @@ def test_answer_record_round_trips_and_keeps_the_key_order(tmp_path):
     assert isinstance(typed.generation, GenerationInfo) and isinstance(typed.retrieval, RetrievalInfo)
     assert typed.claims[0].text == rec["answer"] and typed.route == rec["route"]
     assert typed.retrieval.details == {"retriever": None, "reranker": None, "reranked": False}
-    assert typed.k == rec["k"] == 5 and len(typed.chunks) == len(typed.retrieval.chunks) == 2
+    assert typed.k == rec["k"] == RunConfig().k and len(typed.chunks) == len(typed.retrieval.chunks) == 2
     # the shipped default is calibrated (calibration: auto loads the checkpoint's calibration.json)
     assert typed.calibration["file"].endswith("calibration.json") and typed.calibrated_confidence is not None
     assert typed.stated_claims == rec["stated_claims"]

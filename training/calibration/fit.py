@@ -50,7 +50,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from evidential import copy_contested, fuse, merge_copies, opinions_from_evidence, stated_mask
+from evidential import (
+    copy_contested,
+    fuse,
+    merge_copies,
+    opinions_from_evidence,
+    select_uncontested,
+    stated_mask,
+)
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
 from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
@@ -118,10 +125,12 @@ def fused_outputs(
         cm, km, gold = (t.unsqueeze(0).expand(n, *t.shape) for t in (cm, km, gold))
     else:
         e = e * float(scale)
-    if bool(data.copies.any()):  # agreeing copies are one source, as in the pipeline
+    copies = bool(data.copies.any())
+    if copies:  # agreeing copies are one source, as in the pipeline
         e = merge_copies(e, data.copies, km)
     res = fuse(opinions_from_evidence(e, claim_mask=cm, chunk_mask=km), lam=lam, rule=rule)
-    sel = res.selected
+    # the answer is never a claim only edited copies back, as in the pipeline
+    sel = select_uncontested(res.belief, copy_contested(res.belief, e, data.copies, km) if copies else None)
     picked = torch.gather(gold, -1, sel.clamp_min(0).unsqueeze(-1)).squeeze(-1)
     correct = picked & (sel >= 0)
     return res, res.confidence, correct

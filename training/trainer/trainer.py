@@ -38,7 +38,15 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from evidential import copy_contested, copy_pairs, fuse, merge_copies, opinions_from_evidence, route
+from evidential import (
+    copy_contested,
+    copy_pairs,
+    fuse,
+    merge_copies,
+    opinions_from_evidence,
+    route,
+    select_uncontested,
+)
 from evidential.errors import ConfigError
 from evidential.losses import FusedMassLoss, edl_loss, evidence_distillation_loss
 from training.data.annotated import (
@@ -934,12 +942,13 @@ def score_outcomes(
         if ex.fully_labelled:
             routes_ok += r == expected_route(ex)
             n_routed += 1
-        sel = int(res.selected)
+        contested_t = copy_contested(res.belief, fused_ev, pairs) if pairs is not None else None
+        sel = int(select_uncontested(res.belief, contested_t))
         if ex.gold is not None:  # a gold reference ([]: none of the frame's claims is gold: a miss)
             conf.append(float(res.confidence))
             hit.append(sel in ex.gold)
         if ex.source == "ramdocs" and ex.gold is not None:
-            contested = copy_contested(res.belief, fused_ev, pairs).tolist() if pairs is not None else None
+            contested = contested_t.tolist() if contested_t is not None else None
             said = stated_claims(
                 ex.claims, [float(x) for x in res.belief], r, sel, state_ratio, contested=contested
             )

@@ -4,6 +4,7 @@ from typer.testing import CliRunner
 
 import evidential
 from inference.cli import app
+from inference.config import RunConfig
 from training.utils.text import normalize_text
 
 runner = CliRunner()
@@ -164,14 +165,14 @@ def test_pipeline_demo_on_the_shipped_sample(tmp_path):
         p.name for p in out_dir.iterdir()
     }
     rows = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
-    assert [len(r["retrieval"]["chunks"]) for r in rows] == [5] * 4
+    assert [len(r["retrieval"]["chunks"]) for r in rows] == [RunConfig().k] * 4
     for row in rows:
         assert row["retrieval"]["reranked"] is False and row["evaluator"] == "learned"
         gold = {normalize_text(g) for g in row["gold_answers"]}
         assert row["selected_is_gold"] == (
             row["answer"] is not None and normalize_text(row["answer"]) in gold
         )
-        assert 0 <= row["own_documents"] <= 5
+        assert 0 <= row["own_documents"] <= RunConfig().k
     # retrieval finds the questions' own documents
     assert summary["by_kind"]["all"]["own_documents_at_k"] >= 2
     run = json.loads((out_dir / "run.json").read_text())

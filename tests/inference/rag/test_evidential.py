@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from inference.cli import app
-from inference.config import load_config
+from inference.config import RunConfig, load_config
 from inference.evaluators import PromptEvaluator
 from inference.rag import NaiveRAG
 from inference.rag.evidential import EvidentialRAG
@@ -106,7 +106,7 @@ def test_naive_rag_one_pass(smollm2, ramdocs_index, tiny_checkpoint):
     recs = naive.ask_batch(["What sport is Bobby Carpenter associated with?", "Who wrote Hamlet?"])
     assert smollm2.passes - before == 1 and naive.passes == 1
     assert all(
-        r["batched_passes"] == 1 and r["logical_decisions"] == 1 and len(r["chunks"]) == 5 for r in recs
+        r["batched_passes"] == 1 and r["logical_decisions"] == 1 and len(r["chunks"]) == cfg.k for r in recs
     )
     assert all(isinstance(r["response"], str) for r in recs)
 
@@ -143,7 +143,7 @@ def test_batch_command_over_ramdocs_rows(tiny_checkpoint, ramdocs_records, tmp_p
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in rows] == [f"r{i}" for i in range(5)]
-    assert all(len(r["chunks"]) <= 5 and r["retrieval"]["retrieved"] is False for r in rows)
+    assert all(len(r["chunks"]) <= RunConfig().k and r["retrieval"]["retrieved"] is False for r in rows)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "documents": "oops"}\n')
     res = CliRunner().invoke(

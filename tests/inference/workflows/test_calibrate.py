@@ -71,7 +71,7 @@ def test_calibrate_writes_the_calibration_file(fitted):
     assert (data["validation_fraction"], data["split_seed"]) == (0.2, 0)
     assert "model card" in data["split_settings_from"]
     assert 10 <= data["queries"] <= 30 and data["queries"] + data["train_queries_excluded"] == 100
-    assert data["sources"][0]["limit"] == 100 and data["max_chunks"] == 5
+    assert data["sources"][0]["limit"] == 100 and data["max_chunks"] == load_config(None).k
     p = d["parameters"]
     assert p["scale"] > 0 and p["power"] > 0 and 0 <= p["lam"] <= 1 and 0 <= p["tau1"] < p["tau2"] <= 1
     assert (p["rule"], p["policy"]) == ("lambda", "paper") and p["isotonic"]["x"]
@@ -401,7 +401,7 @@ def test_calibrate_on_extracted_frames(shared_data, tmp_path):
     assert cal["data"]["frames"] == "extracted" and cal["run"]["frames"] == "extracted"
     assert cal["config"]["evaluator"]["grounding"] == "lenient"
     rows = [json.loads(x) for x in out.with_name("ext.evidence.jsonl").read_text().splitlines()]
-    assert rows and all(len(e["evidence"]) <= 5 for e in rows)
+    assert rows and all(len(e["evidence"]) <= load_config(None).k for e in rows)
     # the cached frames are extracted claims: not the labelled candidate lists
     from training.data.benchmarks import build_dataset
 
