@@ -46,8 +46,8 @@ from evidential.routing import (
     copy_contested,
     copy_pairs,
     merge_copies,
-    select_uncontested,
     route,
+    select_uncontested,
     stated_mask,
 )
 

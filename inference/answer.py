@@ -20,12 +20,12 @@ import torch
 from evidential import (
     FusionConfig,
     copy_contested,
-    select_uncontested,
     copy_pairs,
     fuse,
     merge_copies,
     opinions_from_evidence,
     route,
+    select_uncontested,
 )
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation.base import GenerationInput, cited_chunk_ids

@@ -49,9 +49,9 @@ from evidential import (
     copy_pairs,
     fuse,
     merge_copies,
-    select_uncontested,
     opinions_from_evidence,
     route,
+    select_uncontested,
 )
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
