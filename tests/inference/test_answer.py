@@ -255,4 +255,6 @@ def test_the_shipped_default_drops_a_real_planted_copy_and_keeps_both_valid_answ
     assert rec["answer"] == "Vermont" and rec["stated_claims"][0] == "Vermont"
     # without the rule the planted copy is stated and committed to
     off = answer_record(res, FusionConfig(**{**cal.fusion_overrides(), "copy_overlap": None}))
-    assert "Springfield, Massachusetts" in off["stated_claims"] and off["answer"] == "Springfield, Massachusetts"
+    assert (
+        "Springfield, Massachusetts" in off["stated_claims"] and off["answer"] == "Springfield, Massachusetts"
+    )
