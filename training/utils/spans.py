@@ -17,12 +17,7 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
    Malaysia"), at most :data:`MAX_PLACE_PARTS` names and :data:`MAX_PLACE_WORDS` words in all. A name
    that opens a sentence never joins from the left. Elsewhere a comma ends a name: "Timbaland, Justin
    Timberlake" lists two artists.
-5. **Time answers** (only when the question asks for a time, :func:`asks_for_time`): a span that holds a
-   date expression and more words shrinks to its first date expression ("Date September 1, 1985" →
-   "September 1, 1985", "27 April 1699 Death : 8 February 1774" → "27 April 1699"). A span that is a
-   range or list of dates ("1695–1703", "1953 and 1954") stays whole, and a qualifier right before
-   the date stays with it ("about 1835", "early 1990").
-6. **Edges**: surrounding spaces, trailing commas/semicolons/colons and unbalanced brackets or quotes are
+5. **Edges**: surrounding spaces, trailing commas/semicolons/colons and unbalanced brackets or quotes are
    trimmed.
 
 Pure string logic (stdlib only).
@@ -34,9 +29,6 @@ Pure string logic (stdlib only).
 'October 12, 1666'
 >>> s = text.index("Aguadilla"); text[slice(*repair_span(text, s, s + 9, "Where was the band founded?"))]
 'Aguadilla'
->>> text = "Sparks (born April 28, 1872 in Ohio) was a judge."
->>> s = text.index("April"); text[slice(*repair_span(text, s, s + 22, "When was Judge Sparks born?"))]
-'April 28, 1872'
 >>> text = "The bridge stands in Chester Springs, Pennsylvania, over Pine Creek."
 >>> s = text.index("Penn"); text[slice(*repair_span(text, s, s + 12, "Where is the bridge located?"))]
 'Chester Springs, Pennsylvania'
@@ -46,14 +38,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "MAX_NAME_WORDS",
-    "MAX_PLACE_PARTS",
-    "MAX_PLACE_WORDS",
-    "asks_for_place",
-    "asks_for_time",
-    "repair_span",
-]
+__all__ = ["MAX_NAME_WORDS", "MAX_PLACE_PARTS", "MAX_PLACE_WORDS", "asks_for_place", "repair_span"]
 
 #: The longest name a span grows to, in words.
 MAX_NAME_WORDS = 4
@@ -68,36 +53,11 @@ _PLACE_QUESTION = re.compile(
     re.IGNORECASE,
 )
 
-# "year" alone is no time question ("How many visitors per year?"): it has to be what is asked for
-_TIME_QUESTION = re.compile(
-    r"(?:^|[,;:]\s*)(?:since |until |by )?when\b|\b(?:what|which) (?:date|day|year)\b|"
-    r"\byear (?:of|was|did|does|is|were)\b",
-    re.IGNORECASE,
-)
-
 _MONTHS = (
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec"
 ).split()
 _MONTH_RE = "(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY, _YEAR = r"\d{1,2}(?:st|nd|rd|th)?", r"(?<!\d)\d{4}(?:s\b)?(?!\d)"  # a year or a decade ("1920s")
-# a date expression, longest forms first at each position: "8 February 1774", "September 1, 1985" (also
-# "April 28 , 1872"), "April 1993", "1872-04-28", "1872"
-_DATE_EXPR = re.compile(
-    rf"\b{_DAY} (?:of )?{_MONTH_RE},? {_YEAR}|\b{_MONTH_RE} {_DAY}\s?,? {_YEAR}|\b{_MONTH_RE},? {_YEAR}|"
-    rf"{_YEAR}-\d{{2}}-\d{{2}}|{_YEAR}",
-    re.IGNORECASE,
-)
-# words that qualify the date right after them and stay with it ("about 1835", "early 1990")
-_TIME_QUALIFIERS = frozenset(
-    "about around circa c. ca. approximately approx. roughly nearly before after by since until early late "
-    "mid mid- in".split()
-)
-# a range or list of dates is one answer ("1695–1703", "1953 and 1954", "1964 to 1982")
-_DATE_LIST = re.compile(
-    rf"(?:{_DATE_EXPR.pattern})(?:\s*(?:[–—-]|,|and|or|to)\s*(?:{_DATE_EXPR.pattern}|\d{{2}}))+",
-    re.IGNORECASE,
-)
 # capitalized words that begin clauses rather than names
 _FUNCTION_WORDS = frozenset(
     "a an the in on at by for from of to with as and but or nor he she it his her its they their them this "
@@ -209,31 +169,6 @@ def asks_for_place(question: str | None) -> bool:
     return bool(question) and bool(_PLACE_QUESTION.search(question))
 
 
-def asks_for_time(question: str | None) -> bool:
-    """Whether a question asks for a time: it opens with "when", or asks "what date" / "which day" /
-    "what year" or "the year of ..." (not "How many years", not "per year"); case-insensitive, whole words.
-
-    >>> asks_for_time("When was YHSS founded?"), asks_for_time("In what year did it open?")
-    (True, True)
-    >>> asks_for_time("Who led it when it opened?"), asks_for_time("How many visitors per year?")
-    (False, False)
-    """
-    return bool(question) and bool(_TIME_QUESTION.search(question))
-
-
-def _times(text: str, a: int, b: int) -> tuple[int, int]:
-    """Shrink a span to its first date expression (rule 5)."""
-    span = text[a:b]
-    if _DATE_LIST.fullmatch(span.strip()):
-        return a, b
-    m = _DATE_EXPR.search(span)
-    if m is None:
-        return a, b
-    before = span[: m.start()].split()
-    keep = len(before) == 1 and before[0].lower() in _TIME_QUALIFIERS
-    return (a if keep else a + m.start()), a + m.end()
-
-
 def _all_capitalized(span: str) -> bool:
     words = span.split()
     return bool(words) and all(_capitalized(w) or w.lower() in _PARTICLES for w in words)
@@ -324,8 +259,7 @@ def repair_span(text: str, start: int, end: int, question: str | None = None) ->
         start: First character of the extracted span.
         end: One past its last character.
         question: The question the span answers; when it asks for a place (:func:`asks_for_place`) the
-            place rule applies, when it asks for a time (:func:`asks_for_time`) the time rule. ``None``:
-            neither does.
+            place rule applies. ``None``: it does not.
 
     Returns:
         The new ``(start, end)``, always inside ``text``; the span itself when no rule applies or the
@@ -341,7 +275,5 @@ def repair_span(text: str, start: int, end: int, question: str | None = None) ->
     a, b = _names(text, a, b)
     if asks_for_place(question):
         a, b = _places(text, a, b)
-    if asks_for_time(question):
-        a, b = _times(text, a, b)
     a, b = _trim(text, a, b)
     return (a, b) if a < b else (start, end)

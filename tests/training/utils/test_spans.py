@@ -13,7 +13,6 @@ from training.utils.spans import (
     MAX_PLACE_PARTS,
     MAX_PLACE_WORDS,
     asks_for_place,
-    asks_for_time,
     repair_span,
 )
 
@@ -78,74 +77,6 @@ def test_place_questions_are_told_by_their_words():
     assert not asks_for_place(None) and not asks_for_place("")
 
 
-def test_a_time_answer_shrinks_to_its_date_only_when_the_question_asks_for_a_time():
-    """Spans the shipped span head extracted on RAMDocs validation questions, in a document-like text."""
-    when, year = "When was Thomas Belasyse born?", "What year was Judge Sparks born?"
-    text = "Record: 27 April 1699 Death : 8 February 1774 in York."
-    assert _repair(text, "27 April 1699 Death : 8 February 1774", when) == "27 April 1699"
-    assert _repair(text, "27 April 1699 Death : 8 February 1774", "Who was he?") == (
-        "27 April 1699 Death : 8 February 1774"
-    )
-    text = "Sparks ( 1872-04-28 ) April 28 , 1872 – 1950 ) was a judge."
-    assert _repair(text, "1872-04-28 ) April 28 , 1872", year) == "1872-04-28"
-    text = "Opened: Date September 1, 1985 by the county."
-    assert _repair(text, "Date September 1, 1985", "When was Marina High School established?") == (
-        "September 1, 1985"
-    )
-    assert _repair("He reigned 1695–1703 in Istanbul.", "1695–1703", when) == "1695–1703"  # a range stays
-    assert _repair("It was in the Second World War.", "the Second World War", when) == "the Second World War"
-    assert _repair("Built about 1835 of brick.", "about 1835 of brick", when) == "about 1835"
-    # a month-like word inside another word is no date
-    assert _repair("The Concept 1990 car.", "Concept 1990", year) == "1990"
-    assert _repair("It began in the early 1920s in Ohio.", "early 1920s in Ohio", when) == "early 1920s"
-    assert _repair("The Mayor Smith of 1990 fame.", "Mayor Smith", when) == "Mayor Smith"
-
-
-def test_time_questions_are_told_by_their_words():
-    assert asks_for_time("When was YHSS founded?") and asks_for_time("In which year did it open?")
-    assert asks_for_time("What is the year of birth of Judge Sparks?") and asks_for_time(
-        "In what year was it?"
-    )
-    assert not asks_for_time("Who led the band when it formed?")
-    assert not asks_for_time("How many years did it run?") and not asks_for_time(
-        "How many visitors per year?"
-    )
-    assert not asks_for_time(None) and not asks_for_time("")
-
-
-def test_real_ramdocs_time_answers_survive_repair(shared_data):
-    """On real RAMDocs documents of time questions, the labelled answer as the span stays that answer,
-    and the answer with the rest of its clause after it shrinks back to the answer when it is a date."""
-    kept = shrunk = total = 0
-    for line in (shared_data / "ramdocs" / "RAMDocs_test.jsonl").read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
-        if not asks_for_time(rec["question"]):
-            continue
-        for doc in rec["documents"]:
-            text, ans = doc["text"], doc["answer"]
-            if doc["type"] != "correct" or text.count(ans) != 1:
-                continue
-            a = text.index(ans)
-            if text[a - 1 : a].isalnum() or text[a + len(ans) : a + len(ans) + 1].isalnum():
-                continue
-            s, e = repair_span(text, a, a + len(ans), rec["question"])
-            kept += text[s:e] == ans.strip()
-            total += 1
-            tail = text[a + len(ans) :].split(" ")[:5]
-            longer = len(ans) + len(" ".join(tail))
-            if (
-                ans.strip().isdigit()
-                and len(ans.strip()) == 4
-                and not any(c.isdigit() for c in " ".join(tail))
-            ):
-                s, e = repair_span(text, a, a + longer, rec["question"])
-                assert text[s:e] == ans.strip(), (rec["question"], ans, text[a : a + longer], text[s:e])
-                shrunk += 1
-    # 3 of the 359 labels lose a word after the date ("1990-91 season", "1870 in Bristol" twice), and
-    # 3 change by the older rules (a day and month take the year after them, "1603" takes its "-17")
-    assert total >= 300 and kept >= 0.98 * total and shrunk >= 50
-
-
 def test_names_stop_at_the_word_budget():
     text = "Alpha Beta Gamma Delta Epsilon Zeta were here"
     got = _repair(text, "Gamma")
@@ -173,12 +104,7 @@ def test_real_ramdocs_answers_survive_repair(shared_data):
     assert checked >= 10
 
 
-@given(
-    st.text(max_size=80),
-    st.integers(0, 80),
-    st.integers(0, 80),
-    st.sampled_from([None, "Where is it?", "When was it?", "What year was it?"]),
-)
+@given(st.text(max_size=80), st.integers(0, 80), st.integers(0, 80), st.sampled_from([None, "Where is it?"]))
 def test_repair_stays_inside_the_text(text, i, j, question):
     a, b = sorted((i, j))
     s, e = repair_span(text, a, b, question)
