@@ -16,7 +16,8 @@ from inference.evaluation.rows import load_rows  # noqa: E402
 from inference.evaluation.runner import EvaluateOptions, run_evaluation, select_chunks  # noqa: E402
 from inference.rag import SharedModels, build_systems  # noqa: E402
 
-SETTINGS = ["generator.generation.max_tokens=24"]
+# 3 chunks a question: the harness, not k, is under test (the shared CPU prefills SmolLM2 slowly)
+SETTINGS = ["generator.generation.max_tokens=24", "k=3"]
 
 
 class Counting:
@@ -58,6 +59,18 @@ def ramdocs_path(shared_data):
     return shared_data / "ramdocs" / "RAMDocs_test.jsonl"
 
 
+def _crag_head(shared_data, path, records: int, html_chars: int):
+    """The first ``records`` CRAG records with each page's HTML cut to its first ``html_chars`` characters
+    (real pages, a few thousand words of text each instead of up to 1.5 MB of HTML)."""
+    with open(shared_data / "crag" / "crag_dev_example.jsonl", encoding="utf-8") as f:
+        rows = [json.loads(next(f)) for _ in range(records)]
+    for r in rows:
+        for page in r["search_results"]:
+            page["page_result"] = page["page_result"][:html_chars]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
 def test_select_chunks_keeps_order_when_few_and_ranks_top_k(shared_data, embedder):
     inst = load_eval_dataset("musique", shared_data / "musique", limit=1)[0]
     assert len(inst.passages) == 20
@@ -73,8 +86,9 @@ def test_select_chunks_keeps_order_when_few_and_ranks_top_k(shared_data, embedde
     assert [c.id for c in few] == [p.id for p in inst.passages]  # dataset order kept
 
 
-def test_select_chunks_splits_long_web_pages(shared_data, embedder):
-    inst = load_eval_dataset("crag", shared_data / "crag", limit=1)[0]
+def test_select_chunks_splits_long_web_pages(shared_data, embedder, tmp_path):
+    inst = load_eval_dataset("crag", _crag_head(shared_data, tmp_path / "crag.jsonl", 1, 100_000))[0]
+    assert sum(len(p.text) > 1000 for p in inst.passages) >= 3  # pages of several pieces each
     chunks, labels = select_chunks(inst, 5, embedder, 128, 16)
     assert len(chunks) == 5 and all("#" in c.id for c in chunks)
     for c in chunks:
@@ -224,7 +238,13 @@ def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
     systems = build_systems(names, cfg, shared)
     assert systems["corrective"].scorer.evaluator is shared.learned_evaluator  # loaded once, shared
     opts = EvaluateOptions(
-        dataset="crag", out=tmp_path / "run", systems=names, seeds=[7], limit=2, batch_size=2
+        dataset="crag",
+        data=str(_crag_head(shared_data, tmp_path / "crag.jsonl", 2, 60_000)),
+        out=tmp_path / "run",
+        systems=names,
+        seeds=[7],
+        limit=2,
+        batch_size=2,
     )
     metrics = run_evaluation(opts, cfg, systems=systems, progress=False)
     prepared = [json.loads(x) for x in (tmp_path / "run" / "instances.jsonl").read_text().splitlines()]

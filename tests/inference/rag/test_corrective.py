@@ -271,7 +271,7 @@ def test_end_to_end_two_ramdocs_questions(learned, smollm2, instances, embedder)
     from inference.config import load_config
 
     # the shared 2-core CPU generates about a token a second: 8 new tokens, 300-character chunks
-    cfg = load_config(None, ["generator.generation.max_tokens=8", "generator.max_chunk_chars=300"])
+    cfg = load_config(None, ["generator.generation.max_tokens=8", "generator.max_chunk_chars=300", "k=4"])
     budget = cfg.k * 300
     rag = CorrectiveRAG(cfg, backend=smollm2, evaluator=learned, corrective=CorrectiveConfig(max_strips=10))
     assert rag.name == "corrective" and rag.budget_chars == budget and rag.expand == cfg.k

@@ -100,7 +100,7 @@ def test_prompt_evaluator_and_llm_generator_share_one_model(smollm2, tiny_checkp
 
 def test_naive_rag_one_pass(smollm2, ramdocs_index, tiny_checkpoint):
     path, _, _ = ramdocs_index
-    cfg = load_config(None, ["generator.generation.max_tokens=16"])
+    cfg = load_config(None, ["generator.generation.max_tokens=16", "k=3"])
     naive = NaiveRAG(cfg, path, backend=smollm2)
     before = smollm2.passes
     recs = naive.ask_batch(["What sport is Bobby Carpenter associated with?", "Who wrote Hamlet?"])
