@@ -51,7 +51,17 @@ PIP_TOOLS = "pip-tools==7.6.2"
 # never loads, and build for portable x86-64 (AVX2/FMA/F16C) instead of -march=native: a native build on a
 # CPU with AVX-512/AMX (e.g. Sapphire Rapids) crashed in llama_decode with a segmentation fault in the test
 # suite, while the portable build of the same version passed it on the same machine
-LLAMA_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF"
+# llama-cpp-python also forces on llama.cpp's "common" utilities (chat templates, JSON schema, downloads:
+# more than half the build's compile time), which its ctypes bindings never load; a CMake hook run at the
+# end of llama.cpp's project() call (CMAKE_PROJECT_<name>_INCLUDE, written into the venv) turns them off
+# before llama.cpp's own option() reads the setting
+LLAMA_SKIP_COMMON = VENV / "llama-skip-common.cmake"
+LLAMA_SKIP_COMMON_TEXT = (
+    'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "llama.cpp common utilities (unused)" FORCE)\n'
+)
+LLAMA_CMAKE_ARGS = (
+    f"-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE={LLAMA_SKIP_COMMON.as_posix()}"
+)
 # the build options of the installed llama-cpp-python (in the venv; another value rebuilds it)
 LLAMA_BUILT = ".llama-cmake-args"
 HASH_LINE = "# pyproject-dependencies-sha256: "
@@ -203,6 +213,7 @@ def _start_llama_build(wheels: Path) -> subprocess.Popen | None:
     cmd = [PY, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-cache-dir", *pip_args, "--no-deps"]
     cmd += ["-c", LOCK]
     cmd += ["-w", wheels, f"llama-cpp-python=={version}"]
+    LLAMA_SKIP_COMMON.write_text(LLAMA_SKIP_COMMON_TEXT)
     print("+", " ".join(shlex.quote(str(c)) for c in cmd), "(in the background)", flush=True)
     return subprocess.Popen([str(c) for c in cmd], env=build_env())
 
