@@ -49,6 +49,7 @@ from evidential.routing import (
     route,
     select_uncontested,
     stated_mask,
+    witnessed_claims,
 )
 
 __version__ = "0.1.0"
@@ -96,5 +97,6 @@ __all__ = [
     "merge_copies",
     "select_uncontested",
     "stated_mask",
+    "witnessed_claims",
     "validate_evidence",
 ]

@@ -210,6 +210,14 @@ class FusionConfig:
             "range": (0.0, 1.0),
         },
     )
+    state_witness_ratio: float | None = field(
+        default=None,
+        metadata={
+            "help": "Witness bar of the stated set (open frames; evidential.witnessed_claims): a claim below the fused-mass bar is stated too when some chunk backs it with at least this share of the query's strongest chunk evidence (several valid answers for different entities, each with a source of its own; edited copies are still dropped). null: off. Fitted by `calibrate` beside state_ratio.",
+            "range": (0.0, 1.0),
+            "null": "off",
+        },
+    )
     copy_overlap: float | None = field(
         default=0.8,
         metadata={

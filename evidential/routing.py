@@ -21,6 +21,13 @@ What a route *states* (:func:`stated_mask`): a claim is stated when its fused ma
 that clears that bar (several valid answers, e.g. entities sharing a name); the conflict route states the
 claims that clear it (minority claims, e.g. planted ones, drop out); the abstention states none.
 
+Witnesses (:func:`witnessed_claims`): the fused-mass bar measures agreement, and several valid answers
+for different entities that share a name each have their own sources. Fusion multiplies the agreeing
+evidence of a claim that three documents state, so a valid answer that one document states clearly falls
+far below the bar beside it. With a witness bar ``w``, a claim is also stated when some chunk backs it with
+evidence of at least ``w`` times the query's strongest chunk evidence: a source of its own that states it
+about as clearly as the best-read chunk states anything. Edited copies are still never stated.
+
 Edited copies (:func:`copy_contested`): retrieved chunks are not always independent sources. A planted
 answer is often a copy of a real document with the answer swapped (RAMDocs' misinformation documents,
 corpus-poisoning attacks), and two chunks that are copies of one text are one source, not two. A claim whose
@@ -60,6 +67,7 @@ __all__ = [
     "merge_copies",
     "select_uncontested",
     "stated_mask",
+    "witnessed_claims",
 ]
 
 ROUTES: tuple[str, str, str] = ("direct", "conflict", "abstain")
@@ -321,15 +329,65 @@ def select_uncontested(belief: torch.Tensor, contested: torch.Tensor | None = No
     return torch.where(top > 0, idx, torch.full_like(idx, -1))
 
 
+def check_ratio(value: float, what: str) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a number in ``[0, 1]``."""
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0):
+        raise ConfigError(f"the {what} must be a number in [0, 1]; got {value!r}")
+
+
+def witnessed_claims(
+    evidence: torch.Tensor,
+    ratio: float,
+    chunk_mask: torch.Tensor | None = None,
+    claim_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Claims a chunk of their own states clearly: some chunk backs claim ``j`` (:func:`backing_claims`)
+    with evidence ``e_ij >= ratio · max_{i', j'} e_i'j'``, the query's strongest chunk evidence. Scale-free
+    (multiplying every evidence by ``s`` changes nothing), so raw and scaled evidence agree; a query without
+    positive evidence has no witness. :func:`stated_mask` states these claims beside those above the
+    fused-mass bar.
+
+    Args:
+        evidence: ``[..., k, M]``, non-negative: the evidence that is fused (after the calibration transform
+            and :func:`merge_copies`, so agreeing copies are one witness).
+        ratio: The witness bar in ``[0, 1]``: 1 keeps only the chunks tied with the strongest one, 0 every
+            chunk that backs a claim.
+        chunk_mask: Bool ``[..., k]`` of real chunks.
+        claim_mask: Bool ``[..., M]`` of real claims.
+
+    Returns:
+        Bool ``[..., M]``.
+
+    Example:
+        >>> ev = torch.tensor([[6.0, 1.0, 0.0], [5.0, 0.0, 0.0], [0.0, 3.5, 0.0], [0.0, 0.0, 1.0]])
+        >>> witnessed_claims(ev, 0.5).tolist()  # chunk 2 backs claim 1 at 3.5 >= 0.5 · 6
+        [True, True, False]
+    """
+    check_ratio(ratio, "witness ratio")
+    e = torch.as_tensor(evidence)
+    if claim_mask is not None:
+        e = e.masked_fill(~claim_mask.to(torch.bool).unsqueeze(-2), 0.0)
+    if chunk_mask is not None:
+        e = e.masked_fill(~chunk_mask.to(torch.bool).unsqueeze(-1), 0.0)
+    if e.shape[-1] == 0 or e.shape[-2] == 0:
+        return torch.zeros((*e.shape[:-2], e.shape[-1]), dtype=torch.bool, device=e.device)
+    best = e.amax(dim=(-2, -1), keepdim=True)  # [..., 1, 1]
+    backs = backing_claims(e, chunk_mask)
+    clear = (e.max(-1, keepdim=True).values >= ratio * best) & (best > 0)  # [..., k, 1]
+    return (backs & clear).any(-2)
+
+
 def stated_mask(
     belief: torch.Tensor,
     ratio: float,
     claim_mask: torch.Tensor | None = None,
     routes: torch.Tensor | None = None,
     contested: torch.Tensor | None = None,
+    witnessed: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Which claims an answer states: fused mass ``b_j > 0`` and ``b_j >= ratio · max_j b_j``, and not
-    ``contested`` (:func:`copy_contested`) where that is given.
+    """Which claims an answer states: fused mass ``b_j > 0`` and either ``b_j >= ratio · max_j b_j`` or
+    ``witnessed`` (:func:`witnessed_claims`) where that is given, and not ``contested``
+    (:func:`copy_contested`) where that is given.
 
     Args:
         belief: Fused singleton masses ``[..., M]``.
@@ -339,6 +397,8 @@ def stated_mask(
         routes: Route ids ``[...]``; where given, abstaining queries state nothing (the direct and
             conflict routes state the claims above the bar; the top claim always clears it).
         contested: Bool ``[..., M]`` of claims never stated (claims backed only by edited copies).
+        witnessed: Bool ``[..., M]`` of claims stated below the bar (a chunk of their own states them
+            clearly).
 
     Returns:
         Bool ``[..., M]``.
@@ -346,14 +406,18 @@ def stated_mask(
     Example:
         >>> stated_mask(torch.tensor([0.5, 0.3, 0.1]), 0.5).tolist()
         [True, True, False]
+        >>> stated_mask(torch.tensor([0.5, 0.3, 0.1]), 0.5, witnessed=torch.tensor([False, False, True])).tolist()
+        [True, True, True]
     """
-    if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0.0 <= ratio <= 1.0):
-        raise ConfigError(f"the stated-claim ratio must be a number in [0, 1]; got {ratio!r}")
+    check_ratio(ratio, "stated-claim ratio")
     b = torch.as_tensor(belief)
     if claim_mask is not None:
         b = b.masked_fill(~claim_mask.to(torch.bool), 0.0)
     top = b.max(-1, keepdim=True).values if b.shape[-1] else b.sum(-1, keepdim=True)
-    out = (b > 0) & (b >= ratio * top)
+    above = b >= ratio * top
+    if witnessed is not None:
+        above |= torch.as_tensor(witnessed, device=b.device).to(torch.bool)
+    out = (b > 0) & above
     if routes is not None:
         out &= (torch.as_tensor(routes) != ABSTAIN).unsqueeze(-1)
     if contested is not None:

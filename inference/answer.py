@@ -26,6 +26,7 @@ from evidential import (
     opinions_from_evidence,
     route,
     select_uncontested,
+    witnessed_claims,
 )
 from inference.evaluators.base import EvaluationResult, FrameClaim
 from inference.generation.base import GenerationInput, cited_chunk_ids
@@ -125,6 +126,7 @@ class FusionInfo:
     state_ratio: float | None = None
     state_ratio_yes_no: float | None = None
     copy_overlap: float | None = None
+    state_witness_ratio: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -323,6 +325,11 @@ def build_answer_record(
         contested_t = copy_contested(res.belief, ops.evidence, pairs)
         contested = contested_t.tolist()
         sel = int(select_uncontested(res.belief, contested_t))
+    witnessed = (
+        witnessed_claims(ops.evidence, fusion.state_witness_ratio).tolist()
+        if fusion.state_witness_ratio is not None and result.claims
+        else None
+    )
     t_fuse = time.perf_counter() - t0
     answer = result.claims[sel].text if sel >= 0 else None
     stated = stated_claims(
@@ -333,6 +340,7 @@ def build_answer_record(
         fusion.state_ratio,
         fusion.state_ratio_yes_no,
         contested,
+        witnessed,
     )
     claims = [
         ClaimRecord(c.id, c.text, rounded(res.belief[j]), list(c.chunk_ids), list(c.forms))
@@ -396,6 +404,7 @@ def build_answer_record(
             fusion.state_ratio,
             fusion.state_ratio_yes_no,
             fusion.copy_overlap,
+            fusion.state_witness_ratio,
         ),
         stated_claims=stated,
         stated_mass=rounded(

@@ -52,6 +52,7 @@ from evidential import (
     opinions_from_evidence,
     route,
     select_uncontested,
+    witnessed_claims,
 )
 from evidential.errors import ConfigError
 from evidential.fusion import fusion_rule_names
@@ -130,6 +131,7 @@ RECORD_FUSION_KEYS = (
     "state_ratio",
     "state_ratio_yes_no",
     "copy_overlap",
+    "state_witness_ratio",
 )
 
 
@@ -148,6 +150,7 @@ class SweepSetting:
     state_ratio: float = 0.5
     state_ratio_yes_no: float | None = None
     copy_overlap: float | None = 0.8
+    state_witness_ratio: float | None = None
 
     def fusion(self) -> FusionConfig:
         """The validated :class:`~evidential.FusionConfig` of this setting."""
@@ -234,6 +237,7 @@ class SweepGrid:
                 state_ratio=b.state_ratio,
                 state_ratio_yes_no=b.state_ratio_yes_no,
                 copy_overlap=b.copy_overlap,
+                state_witness_ratio=b.state_witness_ratio,
             )
             for s in out
         ]
@@ -253,8 +257,25 @@ class SweepGrid:
                         float(r),
                         b.state_ratio_yes_no,
                         overlap,
+                        b.state_witness_ratio,
                     )
                 )
+        if b.state_witness_ratio is not None:  # the witness bar's ablation at the run's own bar
+            out.append(
+                SweepSetting(
+                    f"ρ={b.state_ratio:g}, w/o witnesses",
+                    "stated",
+                    b.rule,
+                    b.lam,
+                    b.tau1,
+                    b.tau2,
+                    b.policy,
+                    b.state_ratio,
+                    b.state_ratio_yes_no,
+                    b.copy_overlap,
+                    None,
+                )
+            )
         return out
 
 
@@ -368,6 +389,11 @@ def refuse_rows(
     if merged:
         contested_t = copy_contested(res.belief, ops.evidence, batch.copies, batch.chunk_mask)
         contested, sel = contested_t.tolist(), select_uncontested(res.belief, contested_t).tolist()
+    witnessed = [None] * len(rows)
+    if fc.state_witness_ratio is not None:
+        witnessed = witnessed_claims(
+            ops.evidence, fc.state_witness_ratio, batch.chunk_mask, batch.claim_mask
+        ).tolist()
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()
     ign, con = res.ignorance.tolist(), res.conflict.tolist()
     out, todo = [], []
@@ -384,6 +410,7 @@ def refuse_rows(
             fc.state_ratio,
             fc.state_ratio_yes_no,
             contested[i],
+            witnessed[i],
         )
         mass = rounded(sum(belief[i][j] for j, c in enumerate(claims) if c["text"] in stated))
         # as the pipeline does: the isotonic map of the record's (rounded) confidence or stated mass, rounded

@@ -284,7 +284,7 @@ def _install_fuse_route(app: FastAPI) -> None:
         """Fuse and route a record's per-chunk evidence again (its fusion settings, then the overrides)."""
         record = body.record
         base = record.get("fusion") if isinstance(record.get("fusion"), dict) else {}
-        own = (*FUSION_OVERRIDES, "state_ratio", "state_ratio_yes_no", "copy_overlap")
+        own = (*FUSION_OVERRIDES, "state_ratio", "state_ratio_yes_no", "state_witness_ratio", "copy_overlap")
         settings = {k: base[k] for k in own if k in base}
         settings.update({k: getattr(body, k) for k in FUSION_OVERRIDES if getattr(body, k) is not None})
         try:

@@ -512,6 +512,7 @@ def _scored_metrics(
         fusion.policy,
         fusion.state_ratio,
         fusion.copy_overlap,
+        fusion.state_witness_ratio,
     )
     scaled = [(ex, apply_evidence_transform(ev, params["scale"], params["power"])) for ex, ev in outcomes]
     scored_after = score_outcomes(
@@ -523,6 +524,7 @@ def _scored_metrics(
         fusion.policy,
         params["state_ratio"],
         fusion.copy_overlap,
+        params.get("state_witness_ratio"),
     )
     for key in ("route_accuracy", "ece"):
         ref = scored_before[key]
@@ -548,6 +550,7 @@ def _scored_metrics(
                 "tau2": fusion.tau2,
                 "state_ratio": fusion.state_ratio,
                 "state_ratio_yes_no": fusion.state_ratio_yes_no,
+                "state_witness_ratio": fusion.state_witness_ratio,
             },
         },
         "after": {**_strip(after), **extras_after, "in_sample": True},
@@ -588,6 +591,7 @@ def _fit(
         policy=fusion.policy,
         state_ratio=fusion.state_ratio,
         state_ratio_yes_no=fusion.state_ratio_yes_no,
+        state_witness_ratio=fusion.state_witness_ratio,
         details=True,
     )
     after = calibrator.evaluate(data, details=True)
@@ -631,6 +635,8 @@ def _search_info(
         "order": [
             "evidence scale/power (NLL at the configured λ)",
             "λ, τ1, τ2 (route accuracy, ECE tie-break)",
+            "stated-set bar (exact stated sets, each source weighted equally)",
+            "witness bar (the same objective at that bar; ties: off, then the higher bar)",
             "isotonic",
         ],
         "scale_objective": "mean log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold); "

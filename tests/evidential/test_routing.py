@@ -278,3 +278,71 @@ def test_merge_copies_properties(case):
     assert torch.allclose(merge_copies(merged, cp), merged)
     assert torch.allclose(merge_copies(ev.repeat(2, 1, 1), cp.repeat(2, 1, 1)), merged.repeat(2, 1, 1))
     assert torch.equal(merge_copies(ev, torch.zeros(k, k, dtype=torch.bool)), ev)
+
+
+# ------------------------------------------------------------------------------------------------ witnesses
+from evidential import witnessed_claims  # noqa: E402
+
+
+def test_witnessed_claims_hand_values():
+    # chunks 0, 1 back claim 0 (6, 5); chunk 2 backs claim 1 at 3.5; chunk 3 backs claim 2 at 1; strongest 6
+    ev = torch.tensor([[6.0, 1.0, 0.0], [5.0, 0.0, 0.0], [0.0, 3.5, 0.0], [0.0, 0.0, 1.0]])
+    assert witnessed_claims(ev, 0.5).tolist() == [True, True, False]  # 3.5 >= 3, 1 < 3
+    assert witnessed_claims(ev, 0.6).tolist() == [True, False, False]  # 3.5 < 3.6
+    assert witnessed_claims(ev, 0.0).tolist() == [True, True, True]  # every backed claim
+    assert witnessed_claims(ev, 1.0).tolist() == [True, False, False]  # only the strongest chunk's claim
+    # chunk 0's second-best evidence (1.0 for claim 1) is not a witness: only the claim a chunk backs
+    assert witnessed_claims(ev[[0]], 0.0).tolist() == [True, False, False]
+    # masks: a padded chunk or claim never witnesses, and does not set the query's strongest evidence
+    assert witnessed_claims(ev, 0.5, chunk_mask=torch.tensor([False, True, True, True])).tolist() == [
+        True,
+        True,
+        False,
+    ]  # strongest 5: 3.5 >= 2.5
+    assert witnessed_claims(ev, 0.5, claim_mask=torch.tensor([True, True, False])).tolist() == [
+        True,
+        True,
+        False,
+    ]
+    # no positive evidence, no chunk, no claim: no witness
+    assert witnessed_claims(torch.zeros(2, 2), 0.0).tolist() == [False, False]
+    assert witnessed_claims(torch.zeros(0, 3), 0.5).tolist() == [False, False, False]
+    assert witnessed_claims(torch.zeros(2, 0), 0.5).tolist() == []
+    # batched
+    batch = torch.stack([ev, ev.flip(-1)])
+    assert witnessed_claims(batch, 0.5).tolist() == [[True, True, False], [False, True, True]]
+    for bad in (-0.1, 1.5, True, None):
+        with pytest.raises(ConfigError, match="witness ratio"):
+            witnessed_claims(ev, bad)
+
+
+@given(
+    st.lists(st.lists(st.floats(0.0, 50.0, allow_nan=False), min_size=3, max_size=3), min_size=1, max_size=6),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+    st.integers(-6, 6),
+)
+def test_witnessed_claims_properties(rows, r1, r2, log2_scale):
+    e = torch.tensor(rows, dtype=torch.float64)
+    lo, hi = sorted((r1, r2))
+    a, c = witnessed_claims(e, lo), witnessed_claims(e, hi)
+    assert bool((c <= a).all())  # a higher bar witnesses a subset
+    assert bool((a <= backing_claims(e).any(-2)).all())  # only claims some chunk backs
+    # scale-free: a power-of-two scale multiplies every evidence exactly
+    assert witnessed_claims(e * 2.0**log2_scale, hi).tolist() == c.tolist()
+    if float(e.max()) > 0:  # the strongest chunk's claim is always witnessed
+        i = int(e.max(-1).values.argmax())
+        assert bool(c[int(e[i].argmax())])
+    else:
+        assert not bool(a.any())
+
+
+def test_stated_mask_states_witnessed_claims_but_never_a_contested_or_massless_one():
+    b = torch.tensor([0.5, 0.05, 0.04, 0.0])
+    wit = torch.tensor([False, True, True, True])
+    assert stated_mask(b, 0.5).tolist() == [True, False, False, False]
+    assert stated_mask(b, 0.5, witnessed=wit).tolist() == [True, True, True, False]  # no mass: not stated
+    cont = torch.tensor([False, False, True, False])
+    assert stated_mask(b, 0.5, contested=cont, witnessed=wit).tolist() == [True, True, False, False]
+    routes = torch.tensor(ABSTAIN)
+    assert not bool(stated_mask(b, 0.5, routes=routes, witnessed=wit).any())  # an abstention states nothing

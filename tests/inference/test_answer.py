@@ -71,6 +71,34 @@ def test_the_bar_drops_a_minority_claim_relative_to_the_top_mass():
         assert ("B" in rec["response"].replace("[sources", "")) == ("B" in stated)
 
 
+def test_a_witness_states_a_valid_answer_its_own_chunk_states_clearly():
+    # two documents for A, one for B (another entity of the same name): fusion leaves B far below A's mass
+    res = _result("Q?", [[6.0, 0.0], [6.0, 0.0], [0.0, 5.0]], ["A", "B"], ["c1", "c2", "c3"])
+    res.decisions = [  # the record keeps each chunk's evidence, so that it can be re-fused
+        ChunkEvidence(c.id, None, None, "supports", evidence={f"a{j + 1}": v for j, v in enumerate(row) if v})
+        for c, row in zip(res.chunks, res.evidence.tolist())
+    ]
+    wide = dict(tau1=0.95, tau2=0.99, state_ratio=0.5)
+    base = answer_record(res, FusionConfig(**wide))
+    assert base["stated_claims"] == ["A"] and base["fusion"]["state_witness_ratio"] is None
+    # B's chunk backs it with 5 >= 0.8 x 6, the strongest chunk evidence: stated; at 0.9 (5 < 5.4) it is not
+    rec = answer_record(res, FusionConfig(**wide, state_witness_ratio=0.8))
+    assert rec["stated_claims"] == ["A", "B"] and rec["answer"] == "A"
+    assert rec["fusion"]["state_witness_ratio"] == 0.8 and "B" in rec["response"].replace("[sources", "")
+    assert answer_record(res, FusionConfig(**wide, state_witness_ratio=0.9))["stated_claims"] == ["A"]
+    # the masses do not change, and re-fusing the record honours the setting either way
+    assert [c["mass"] for c in rec["claims"]] == [c["mass"] for c in base["claims"]]
+    assert refuse_record(base, FusionConfig(**wide, state_witness_ratio=0.8)).stated_claims == ["A", "B"]
+    assert refuse_record(rec, FusionConfig(**wide)).stated_claims == ["A"]
+
+
+def test_a_witnessed_edited_copy_is_still_not_stated():
+    rec = answer_record(
+        _bryan_result(), FusionConfig(tau1=0.95, tau2=0.99, state_ratio=1.0, state_witness_ratio=0.0)
+    )
+    assert rec["stated_claims"] == ["February 8, 1900"] and rec["copy_contested"] == ["July 15, 1905"]
+
+
 def test_real_records_state_every_valid_answer_and_drop_a_minority_planted_one():
     recs = {r["question"]: r for r in load_ramdocs()}  # the packaged RAMDocs sample (MIT)
     crazy = recs['Who is the artist of the album "Crazy World"?']  # 2 documents vs 1 planted

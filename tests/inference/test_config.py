@@ -102,9 +102,13 @@ def test_fusion_config_help_and_every_field_round_trips_through_set():
         "policy",
         "state_ratio",
         "state_ratio_yes_no",
+        "state_witness_ratio",
         "copy_overlap",
         "sanitize",
     }
     assert all(FusionConfig.help().values())
     cfg = load_config("paper")
     assert load_config(None, list(_flatten(to_dict(cfg)))) == cfg
+    assert load_config(None, ["fusion.state_witness_ratio=0.4"]).fusion.state_witness_ratio == 0.4
+    with pytest.raises(ConfigError, match=r"fusion\.state_witness_ratio must lie in \[0, 1\] or null"):
+        load_config(None, ["fusion.state_witness_ratio=2"])

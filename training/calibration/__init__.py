@@ -15,6 +15,7 @@ from training.calibration.fit import (
     SCALE_GRID,
     STATE_RATIO_GRID,
     TAU_GRID,
+    WITNESS_RATIO_GRID,
     EvidenceCalibrator,
     ScaleFit,
     ThresholdFit,
@@ -26,10 +27,12 @@ from training.calibration.fit import (
     fit_isotonic,
     fit_state_ratio,
     fit_thresholds,
+    fit_witness_ratio,
     fold_of,
     fused_outputs,
     set_hits,
     stated_mass,
+    witness_mask,
 )
 from training.calibration.format import (
     CALIBRATION_FORMAT,
@@ -50,6 +53,7 @@ __all__ = [
     "SCALE_GRID",
     "STATE_RATIO_GRID",
     "TAU_GRID",
+    "WITNESS_RATIO_GRID",
     "Calibration",
     "CalibrationData",
     "CalibrationError",
@@ -66,6 +70,7 @@ __all__ = [
     "fit_isotonic",
     "fit_state_ratio",
     "fit_thresholds",
+    "fit_witness_ratio",
     "fold_of",
     "fused_outputs",
     "isotonic_map",
@@ -73,4 +78,5 @@ __all__ = [
     "answer_hits",
     "set_hits",
     "stated_mass",
+    "witness_mask",
 ]

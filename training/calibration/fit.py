@@ -26,6 +26,9 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    planted ones dropped), ties broken by closeness to the configured bar. Fitted twice: ``state_ratio`` on
    the open frames, ``state_ratio_yes_no`` on the yes/no frames (``{yes, no}``: answers that exclude each
    other, where one verdict is the right set), so neither kind of question decides the other's bar.
+   Then the **witness bar** of open frames (:func:`fit_witness_ratio`, :func:`evidential.witnessed_claims`),
+   with that bar fixed, by the same objective over :data:`WITNESS_RATIO_GRID` and "off", ties broken
+   toward "off" and then the higher bar (the fewer claims stated).
 4. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
    P(the answer as stated is right) — its stated set, at the fitted bar, holds a gold claim
    (:func:`answer_hits`; an abstention never does), which is what a response's accuracy measures. Its input
@@ -57,6 +60,7 @@ from evidential import (
     opinions_from_evidence,
     select_uncontested,
     stated_mask,
+    witnessed_claims,
 )
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
@@ -67,6 +71,7 @@ from training.utils.metrics import expected_calibration_error
 __all__ = [
     "LAM_GRID",
     "STATE_RATIO_GRID",
+    "WITNESS_RATIO_GRID",
     "POWER_GRID",
     "SCALE_GRID",
     "TAU_GRID",
@@ -80,10 +85,12 @@ __all__ = [
     "fit_isotonic",
     "fit_state_ratio",
     "fit_thresholds",
+    "fit_witness_ratio",
     "fold_of",
     "fused_outputs",
     "answer_hits",
     "set_hits",
+    "witness_mask",
 ]
 
 #: Evidence scales searched: 2^(i/4), i = -24..24 (1/64 … 64, geometric).
@@ -97,6 +104,8 @@ TAU_GRID: tuple[float, ...] = tuple(round(i * 0.025, 4) for i in range(41))
 
 #: Stated-set bars searched (:func:`evidential.stated_mask`): 0, 0.05, …, 1.
 STATE_RATIO_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(21))
+#: Witness bars searched (:func:`evidential.witnessed_claims`), besides "off": 0.1, 0.15, …, 1.
+WITNESS_RATIO_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(2, 21))
 
 _NLL_EPS = 1e-6
 
@@ -134,6 +143,20 @@ def fused_outputs(
     picked = torch.gather(gold, -1, sel.clamp_min(0).unsqueeze(-1)).squeeze(-1)
     correct = picked & (sel >= 0)
     return res, res.confidence, correct
+
+
+def witness_mask(
+    data: CalibrationData, scale: float, power: float, ratio: float | str | None
+) -> torch.Tensor | None:
+    """The witnessed claims ``[B, M]`` (:func:`evidential.witnessed_claims` at ``ratio``) of the evidence
+    as the pipeline fuses it (``e' = s · e^p``, then :func:`evidential.merge_copies`); ``None`` when
+    ``ratio`` is ``None`` or ``"off"``."""
+    if ratio is None or ratio == "off":
+        return None
+    e = apply_evidence_transform(data.evidence, float(scale), power)
+    if bool(data.copies.any()):
+        e = merge_copies(e, data.copies, data.chunk_mask)
+    return witnessed_claims(e, float(ratio), data.chunk_mask, data.claim_mask)
 
 
 def _nll(conf: torch.Tensor, correct: torch.Tensor) -> torch.Tensor:
@@ -280,10 +303,17 @@ def fit_thresholds(
     )
 
 
-def _stated(data: CalibrationData, belief, routes, ratio: float, ratio_yes_no: float | None) -> torch.Tensor:
+def _stated(
+    data: CalibrationData,
+    belief,
+    routes,
+    ratio: float,
+    ratio_yes_no: float | None,
+    witnessed: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The stated sets of routed answers (:func:`evidential.stated_mask` at ``ratio``, at ``ratio_yes_no``
-    for yes/no frames when given; claims only edited copies back left out, :func:`evidential.copy_contested`
-    on ``data.copies``)."""
+    for yes/no frames when given; ``witnessed`` claims (:func:`witness_mask`) stated below the bar in open
+    frames; claims only edited copies back left out, :func:`evidential.copy_contested` on ``data.copies``)."""
     contested = (
         copy_contested(
             belief, merge_copies(data.evidence, data.copies, data.chunk_mask), data.copies, data.chunk_mask
@@ -291,7 +321,8 @@ def _stated(data: CalibrationData, belief, routes, ratio: float, ratio_yes_no: f
         if bool(data.copies.any())
         else None
     )
-    stated = stated_mask(belief, ratio, data.claim_mask, routes, contested)
+    wit = None if witnessed is None else witnessed & ~data.yes_no.unsqueeze(-1)
+    stated = stated_mask(belief, ratio, data.claim_mask, routes, contested, wit)
     if ratio_yes_no is not None and bool(data.yes_no.any()):
         stated_yn = stated_mask(belief, ratio_yes_no, data.claim_mask, routes, contested)
         stated = torch.where(data.yes_no.unsqueeze(-1), stated_yn, stated)
@@ -304,12 +335,13 @@ def set_hits(
     routes: torch.Tensor,
     ratio: float,
     ratio_yes_no: float | None = None,
+    witnessed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per gold query: the stated set (:func:`_stated`: :func:`evidential.stated_mask` at ``ratio`` on the
     routed answer, at ``ratio_yes_no`` for yes/no frames when given, claims only edited copies back left
     out) is exactly the query's gold claims — every gold claim of the frame stated, no other claim — and
     the frame holds every gold answer (``data.complete``)."""
-    stated = _stated(data, belief, routes, ratio, ratio_yes_no)
+    stated = _stated(data, belief, routes, ratio, ratio_yes_no, witnessed)
     gold = data.gold & data.claim_mask
     return ((stated == gold) | ~data.claim_mask).all(-1) & gold.any(-1) & data.complete
 
@@ -320,12 +352,15 @@ def answer_hits(
     routes: torch.Tensor,
     ratio: float,
     ratio_yes_no: float | None = None,
+    witnessed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per query: the routed answer states a gold claim — the stated set of :func:`set_hits` (same bars,
     same copy rule) holds at least one gold claim; an abstention never does. This is what a response's
     accuracy measures (a gold answer is in it), so the isotonic map is fitted to it: the calibrated
     confidence is the probability that the answer as stated is right."""
-    return (_stated(data, belief, routes, ratio, ratio_yes_no) & data.gold & data.claim_mask).any(-1)
+    return (_stated(data, belief, routes, ratio, ratio_yes_no, witnessed) & data.gold & data.claim_mask).any(
+        -1
+    )
 
 
 def stated_mass(
@@ -334,12 +369,26 @@ def stated_mass(
     routes: torch.Tensor,
     ratio: float,
     ratio_yes_no: float | None = None,
+    witnessed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per query: the fused mass of the stated set (the stated sets of :func:`set_hits`), ``Σ_{j stated}
     b_j`` — the belief that the answer as stated holds the truth (singleton masses add up over a set of
     claims); the top claim's mass when one claim is stated, 0 on an abstention."""
-    stated = _stated(data, belief, routes, ratio, ratio_yes_no)
+    stated = _stated(data, belief, routes, ratio, ratio_yes_no, witnessed)
     return (belief * stated.to(belief.dtype)).sum(-1)
+
+
+def _source_weights(data: CalibrationData) -> torch.Tensor:
+    """Per query: ``1 / (sources · queries of its source)`` for gold queries (0 otherwise), so that each
+    source dataset (the key's prefix before ``:``) weighs the same."""
+    g = data.has_gold
+    sources = [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
+    gold_sources = [s for s, ok in zip(sources, g.tolist()) if ok]
+    counts = {s: gold_sources.count(s) for s in set(gold_sources)}
+    return torch.tensor(
+        [1.0 / (len(counts) * counts[s]) if ok else 0.0 for s, ok in zip(sources, g.tolist())],
+        dtype=torch.float64,
+    )
 
 
 def fit_state_ratio(
@@ -357,13 +406,7 @@ def fit_state_ratio(
     g = data.has_gold
     if not bool(g.any()):
         return float(prior), 0.0
-    sources = [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
-    gold_sources = [s for s, ok in zip(sources, g.tolist()) if ok]
-    counts = {s: gold_sources.count(s) for s in set(gold_sources)}
-    weight = torch.tensor(
-        [1.0 / (len(counts) * counts[s]) if ok else 0.0 for s, ok in zip(sources, g.tolist())],
-        dtype=torch.float64,
-    )
+    weight = _source_weights(data)
     best: tuple[float, float, float] | None = None
     for r in sorted({float(x) for x in ratios} | {float(prior)}):
         if not 0.0 <= r <= 1.0:
@@ -374,6 +417,36 @@ def fit_state_ratio(
             best = key
     assert best is not None
     return best[2], -best[0]
+
+
+def fit_witness_ratio(
+    data: CalibrationData,
+    belief: torch.Tensor,
+    routes: torch.Tensor,
+    ratio: float,
+    scale: float = 1.0,
+    power: float = 1.0,
+    ratios: Sequence[float] = WITNESS_RATIO_GRID,
+) -> tuple[float | str, float]:
+    """Grid search of the witness bar (:func:`evidential.witnessed_claims`) at the stated-set bar
+    ``ratio``: the bar in ``ratios``, or ``"off"``, whose stated sets equal the gold sets
+    (:func:`set_hits`) on the largest share of gold queries, each source weighted equally as in
+    :func:`fit_state_ratio`; ties go to ``"off"``, then to the higher bar (fewer claims stated). The
+    witnesses are read from the evidence as fused at ``(scale, power)``. Returns ``(bar or "off", that
+    macro-averaged set accuracy)``; ``("off", 0.0)`` without a gold query."""
+    if not bool(data.has_gold.any()):
+        return "off", 0.0
+    weight = _source_weights(data)
+    best: tuple[float, float, float | str] | None = None
+    for w in ("off", *sorted({float(x) for x in ratios}, reverse=True)):
+        if w != "off" and not 0.0 <= w <= 1.0:
+            raise CalibrationError(f"witness ratios must lie in [0, 1]; got {w}")
+        wit = witness_mask(data, scale, power, w)
+        acc = round(float((set_hits(data, belief, routes, ratio, None, wit).double() * weight).sum()), 12)
+        if best is None or acc > best[0]:  # strictly better only: "off", then higher bars, win ties
+            best = (acc, 0.0, w)
+    assert best is not None
+    return best[2], best[0]
 
 
 def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[str, list[float]]:
@@ -413,13 +486,15 @@ def evaluate_parameters(
     isotonic: dict[str, list[float]] | None = None,
     state_ratio: float | None = None,
     state_ratio_yes_no: float | None = None,
+    state_witness_ratio: float | str | None = None,
     confidence_input: str = "top",
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
     a gold reference ``set_accuracy`` (with ``state_ratio``: :func:`set_hits`), ``selected_accuracy`` (the
     selected claim is gold), ``answer_accuracy`` (with ``state_ratio``: the answer as stated is right,
-    :func:`answer_hits`; else the selected claim), ``ece`` / ``nll`` / ``brier`` of the final confidence
+    :func:`answer_hits`; else the selected claim; with ``state_witness_ratio`` the witnessed claims are
+    stated too), ``ece`` / ``nll`` / ``brier`` of the final confidence
     (isotonic-mapped when ``isotonic`` is given) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
     the Eq 27 confidence itself against the selected claim (the trainer's ECE). ``details=True`` adds the
     per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
@@ -428,10 +503,11 @@ def evaluate_parameters(
     g = data.has_gold
     selected_ok = correct[g]
     c_input = conf
+    wit = witness_mask(data, scale, power, state_witness_ratio)
     if state_ratio is not None:  # the answer as stated is right (what the isotonic map is fitted to)
-        correct = answer_hits(data, res.belief, ids, state_ratio, state_ratio_yes_no)
+        correct = answer_hits(data, res.belief, ids, state_ratio, state_ratio_yes_no, wit)
         if confidence_input == "stated":
-            c_input = stated_mass(data, res.belief, ids, state_ratio, state_ratio_yes_no)
+            c_input = stated_mass(data, res.belief, ids, state_ratio, state_ratio_yes_no, wit)
     c_fused, ok = conf[g], correct[g]
     c_final = isotonic_map(c_input[g], isotonic)
     n_gold = int(g.sum())
@@ -449,7 +525,7 @@ def evaluate_parameters(
         "brier": float(((c_final - ok.double()) ** 2).mean()) if n_gold else 0.0,
     }
     if state_ratio is not None:
-        hits = set_hits(data, res.belief, ids, state_ratio, state_ratio_yes_no)[g]
+        hits = set_hits(data, res.belief, ids, state_ratio, state_ratio_yes_no, wit)[g]
         out["set_accuracy"] = float(hits.double().mean()) if n_gold else 0.0
     if details:
         out["_confidence"] = c_final.tolist()
@@ -474,13 +550,16 @@ def fit_calibration(
     state_prior: float = 0.5,
     ratios: Sequence[float] = STATE_RATIO_GRID,
     fixed_state_ratio: float | None = None,
+    witness_ratios: Sequence[float] | None = WITNESS_RATIO_GRID,
 ) -> dict[str, Any]:
-    """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → isotonic) on
-    ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the yes/no frames'
-    bar still is); its set accuracy is reported all the same.
+    """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → the witness bar
+    → isotonic) on ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the
+    yes/no frames' bar still is); its set accuracy is reported all the same. With ``witness_ratios`` None
+    the witness bar is not fitted (``state_witness_ratio`` None: the run config's stays).
 
     Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
-    state_ratio_yes_no}`` (``state_ratio_yes_no`` None without a yes/no query)
+    state_ratio_yes_no, state_witness_ratio}`` (``state_ratio_yes_no`` None without a yes/no query;
+    ``state_witness_ratio`` a bar or ``"off"``)
     and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
     steps that were skipped.
     """
@@ -515,6 +594,11 @@ def fit_calibration(
         if len(open_q)
         else (float(open_prior), 0.0)
     )
+    witness, set_acc_witness = None, None
+    if witness_ratios is not None and len(open_q):
+        witness, set_acc_witness = fit_witness_ratio(
+            data.subset(open_q), res.belief[open_q], routes[open_q], ratio, sf.scale, sf.power, witness_ratios
+        )
     ratio_yn, set_acc_yn = (
         fit_state_ratio(data.subset(yn_q), res.belief[yn_q], routes[yn_q], state_prior, ratios)
         if len(yn_q)
@@ -526,11 +610,12 @@ def fit_calibration(
         # the answer as stated: is it right, and the fused mass of what it states (each kind of frame at its
         # own bar)
         answered, mass = correct.clone(), conf.clone()
-        for q, r in ((open_q, ratio), (yn_q, ratio_yn)):
+        for q, r, w in ((open_q, ratio, witness), (yn_q, ratio_yn, None)):
             if len(q):
                 sub = data.subset(q)
-                answered[q] = answer_hits(sub, res.belief[q], routes[q], r)
-                mass[q] = stated_mass(sub, res.belief[q], routes[q], r)
+                wit = witness_mask(sub, sf.scale, sf.power, w)
+                answered[q] = answer_hits(sub, res.belief[q], routes[q], r, None, wit)
+                mass[q] = stated_mass(sub, res.belief[q], routes[q], r, None, wit)
         try:
             iso = fit_isotonic(mass[g].tolist(), answered[g].tolist())
         except CalibrationError as exc:
@@ -546,6 +631,7 @@ def fit_calibration(
         "isotonic": iso,
         "state_ratio": ratio,
         "state_ratio_yes_no": ratio_yn,
+        "state_witness_ratio": witness,
         "confidence_input": "stated",
         "fit": {
             "nll_identity": sf.nll_identity,
@@ -553,6 +639,7 @@ def fit_calibration(
             "route_accuracy": tf.route_accuracy,
             "ece_fused": tf.ece,
             "set_accuracy": set_acc,
+            "set_accuracy_witness": set_acc_witness,
             "set_accuracy_yes_no": set_acc_yn,
             "notes": notes,
         },
@@ -579,6 +666,7 @@ _PARAM_KEYS = (
     "isotonic",
     "state_ratio",
     "state_ratio_yes_no",
+    "state_witness_ratio",
     "confidence_input",
 )
 
@@ -603,11 +691,16 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         p = {k: params[k] for k in _PARAM_KEYS}
         res, c, _ = fused_outputs(held, p["scale"], p["power"], p["lam"], p["rule"])
         routes[test] = _route_ids(p["policy"], res.uncertainty, p["tau1"], p["tau2"], res)
+        bars = (
+            p["state_ratio"],
+            p["state_ratio_yes_no"],
+            witness_mask(held, p["scale"], p["power"], p["state_witness_ratio"]),
+        )
         if p["confidence_input"] == "stated":
-            c = stated_mass(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
+            c = stated_mass(held, res.belief, routes[test], *bars)
         conf[test] = isotonic_map(c, p["isotonic"])
-        correct[test] = answer_hits(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
-        set_ok[test] = set_hits(held, res.belief, routes[test], p["state_ratio"], p["state_ratio_yes_no"])
+        correct[test] = answer_hits(held, res.belief, routes[test], *bars)
+        set_ok[test] = set_hits(held, res.belief, routes[test], *bars)
         per_fold.append({k: v for k, v in p.items() if k != "isotonic"} | {"queries": len(test)})
     g = data.has_gold
     n_gold = int(g.sum())

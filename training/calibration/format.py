@@ -73,7 +73,8 @@ class Calibration:
     Parameters: ``scale``/``power`` (``e' = s · e^p``), ``lam``, ``tau1``, ``tau2`` (for ``rule`` and
     ``policy``), ``isotonic`` (breakpoints, or None), ``state_ratio`` (the stated-set bar,
     :func:`evidential.stated_mask`; optional — None keeps the run config's), ``state_ratio_yes_no`` (the bar
-    for yes/no frames; optional likewise), ``confidence_input`` (what the isotonic map reads, one of
+    for yes/no frames; optional likewise), ``state_witness_ratio`` (the witness bar of open frames,
+    :func:`evidential.witnessed_claims`; optional likewise, and a file that records ``"off"`` turns it off), ``confidence_input`` (what the isotonic map reads, one of
     :data:`CONFIDENCE_INPUTS`: ``"top"`` the Eq 27 confidence, the top claim's mass — files fitted before the
     field; ``"stated"`` the fused mass of the stated set, the belief that the answer as stated holds the
     truth). Provenance: ``evaluator`` (name), ``evaluator_info``
@@ -93,6 +94,7 @@ class Calibration:
     isotonic: dict[str, list[float]] | None = None
     state_ratio: float | None = None
     state_ratio_yes_no: float | None = None
+    state_witness_ratio: float | str | None = None
     confidence_input: str = "top"
     evaluator_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +119,10 @@ class Calibration:
         for key in ("state_ratio", "state_ratio_yes_no"):
             if getattr(self, key) is not None:
                 setattr(self, key, _num({key: getattr(self, key)}, key, w, 0.0, 1.0))
+        if self.state_witness_ratio not in (None, "off"):
+            self.state_witness_ratio = _num(
+                {"state_witness_ratio": self.state_witness_ratio}, "state_witness_ratio", w, 0.0, 1.0
+            )
         if not isinstance(self.evaluator, str) or not self.evaluator:
             raise CalibrationError(f"evaluator.name must be a non-empty string; got {self.evaluator!r}")
         if self.confidence_input not in CONFIDENCE_INPUTS:
@@ -167,13 +173,17 @@ class Calibration:
             confidence = stated_mass
         return isotonic_map(confidence, self.isotonic)
 
-    def fusion_overrides(self) -> dict[str, float]:
-        """``{lam, tau1, tau2}`` (and ``state_ratio`` / ``state_ratio_yes_no`` when fitted) for
-        :class:`evidential.FusionConfig`."""
-        out = {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
+    def fusion_overrides(self) -> dict[str, float | None]:
+        """``{lam, tau1, tau2}`` (and ``state_ratio`` / ``state_ratio_yes_no`` / ``state_witness_ratio`` when
+        fitted; a witness bar fitted as ``"off"`` gives ``None``) for :class:`evidential.FusionConfig`."""
+        out: dict[str, float | None] = {"lam": self.lam, "tau1": self.tau1, "tau2": self.tau2}
         for key in ("state_ratio", "state_ratio_yes_no"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.state_witness_ratio is not None:
+            out["state_witness_ratio"] = (
+                None if self.state_witness_ratio == "off" else self.state_witness_ratio
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,6 +204,11 @@ class Calibration:
                 **(
                     {"state_ratio_yes_no": self.state_ratio_yes_no}
                     if self.state_ratio_yes_no is not None
+                    else {}
+                ),
+                **(
+                    {"state_witness_ratio": self.state_witness_ratio}
+                    if self.state_witness_ratio is not None
                     else {}
                 ),
                 # written when it is not the default of files fitted before the field, which round-trip unchanged
@@ -238,6 +253,7 @@ class Calibration:
             **{k: params[k] for k in known},
             state_ratio=params.get("state_ratio"),  # optional: files fitted before the stated-set bar
             state_ratio_yes_no=params.get("state_ratio_yes_no"),  # optional: files fitted before it
+            state_witness_ratio=params.get("state_witness_ratio"),  # optional: files fitted before it
             confidence_input=params.get("confidence_input", "top"),  # files fitted before it map the top mass
             evaluator_info={k: v for k, v in ev.items() if k != "name"},
             data=d.get("data", {}),

@@ -46,6 +46,7 @@ from evidential import (
     opinions_from_evidence,
     route,
     select_uncontested,
+    witnessed_claims,
 )
 from evidential.errors import ConfigError
 from evidential.losses import FusedMassLoss, edl_loss, evidence_distillation_loss
@@ -898,6 +899,7 @@ def score_outcomes(
     policy: str = "paper",
     state_ratio: float = 0.5,
     copy_overlap: float | None = None,
+    witness_ratio: float | str | None = None,
 ) -> dict[str, Any]:
     """Metrics of evidence ``[k, M]`` per query against its labels (evaluator-agnostic: used for the learned
     and the prompt evaluator alike).
@@ -913,7 +915,9 @@ def score_outcomes(
       absent when there are none);
     * ``strict_em_ramdocs``: MADAM-RAG strict exact match of the stated claims
       (:func:`training.utils.metrics.stated_claims` at ``state_ratio``, leaving out the claims only edited
-      copies back when ``copy_overlap`` is given, :func:`evidential.copy_contested`; RAMDocs queries).
+      copies back when ``copy_overlap`` is given, :func:`evidential.copy_contested`, and stating the
+      claims witnessed at ``witness_ratio`` when it is a bar, :func:`evidential.witnessed_claims`; RAMDocs
+      queries).
     """
     correct = total = 0
     ev_by_type: dict[str, list[float]] = defaultdict(list)
@@ -949,8 +953,19 @@ def score_outcomes(
             hit.append(sel in ex.gold)
         if ex.source == "ramdocs" and ex.gold is not None:
             contested = contested_t.tolist() if contested_t is not None else None
+            witnessed = (
+                witnessed_claims(fused_ev, float(witness_ratio)).tolist()
+                if witness_ratio not in (None, "off") and fused_ev.shape[-1]
+                else None
+            )
             said = stated_claims(
-                ex.claims, [float(x) for x in res.belief], r, sel, state_ratio, contested=contested
+                ex.claims,
+                [float(x) for x in res.belief],
+                r,
+                sel,
+                state_ratio,
+                contested=contested,
+                witnessed=witnessed,
             )
             gold = [ex.claims[g] for g in ex.gold]
             wrong = [c for j, c in enumerate(ex.claims) if j not in ex.gold]

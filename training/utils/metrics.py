@@ -109,13 +109,15 @@ def stated_claims(
     ratio: float = 0.5,
     ratio_yes_no: float | None = None,
     contested: Sequence[bool] | None = None,
+    witnessed: Sequence[bool] | None = None,
 ) -> list[str]:
     """The claims an answer states (the stated set, :func:`evidential.stated_mask`), by fused mass: on
     ``direct`` the selected claim first, then every other claim whose mass reaches the bar × the top mass
     (several valid answers); on ``conflict`` the claims above that bar (minority claims drop out); none on
     ``abstain``. The bar is ``ratio``, or ``ratio_yes_no`` for a yes/no frame (:func:`is_yes_no_frame`)
-    when it is given. A ``contested`` claim (:func:`evidential.copy_contested`: backed only by edited
-    copies) is never stated.
+    when it is given. A ``witnessed`` claim (:func:`evidential.witnessed_claims`: a chunk of its own states
+    it clearly) is stated below the bar too, in open frames only (a yes/no verdict excludes the other). A
+    ``contested`` claim (:func:`evidential.copy_contested`: backed only by edited copies) is never stated.
 
     >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "conflict", 0)
     ['A', 'B']
@@ -125,14 +127,22 @@ def stated_claims(
     ['yes']
     >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "conflict", 0, contested=[False, True, False])
     ['A']
+    >>> stated_claims(["A", "B", "C"], [0.5, 0.3, 0.05], "direct", 0, ratio=0.7, witnessed=[True, False, True])
+    ['A', 'C']
     """
     if route == "abstain" or not claims:
         return []
-    if ratio_yes_no is not None and is_yes_no_frame(claims):
+    yes_no = is_yes_no_frame(claims)
+    if ratio_yes_no is not None and yes_no:
         ratio = ratio_yes_no
     b = torch.as_tensor([float(m) for m in masses], dtype=torch.float64)
     cont = None if contested is None else torch.as_tensor([bool(c) for c in contested], dtype=torch.bool)
-    mask = stated_mask(b, ratio, contested=cont).tolist()
+    wit = (
+        None
+        if witnessed is None or yes_no
+        else torch.as_tensor([bool(w) for w in witnessed], dtype=torch.bool)
+    )
+    mask = stated_mask(b, ratio, contested=cont, witnessed=wit).tolist()
     order = sorted(range(len(claims)), key=lambda j: -float(b[j]))
     out = [claims[selected]] if route == "direct" and selected >= 0 else []
     out += [claims[j] for j in order if mask[j] and claims[j] not in out]

@@ -274,6 +274,7 @@ def test_evidence_calibrator_fits_then_applies():
             "isotonic",
             "state_ratio",
             "state_ratio_yes_no",
+            "state_witness_ratio",
             "confidence_input",
         )
     }
@@ -592,3 +593,72 @@ def test_stated_mass_and_a_fresh_fit_maps_it():
         back.calibrated_confidence(0.1)
     with pytest.raises(CalibrationError, match="confidence_input"):
         Calibration(evaluator="learned", confidence_input="mean")
+
+
+# ---- the witness bar -------------------------------------------------------------------------------------
+def _witness_data():
+    """Query 0 (RAMDocs-style): two documents for A, one for B (another entity of the same name), gold {A, B}.
+    Query 1: two documents for A, a weaker single one for a planted C, gold {A}."""
+    ev0 = torch.tensor([[6.0, 0.0], [6.0, 0.0], [0.0, 5.0]], dtype=torch.float64)
+    ev1 = torch.tensor([[6.0, 0.0], [6.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
+    return CalibrationData.from_queries(
+        [ev0, ev1], [[0, 1], [0]], ["direct", "direct"], ["ramdocs:a", "ramdocs:b"]
+    )
+
+
+def test_witness_mask_reads_the_evidence_as_fused():
+    from training.calibration import witness_mask
+
+    data = _witness_data()
+    assert witness_mask(data, 1.0, 1.0, None) is None and witness_mask(data, 1.0, 1.0, "off") is None
+    assert witness_mask(data, 1.0, 1.0, 0.8).tolist() == [[True, True], [True, False]]  # 5 >= 4.8; 2 < 4.8
+    assert witness_mask(data, 3.0, 1.0, 0.8).tolist() == [[True, True], [True, False]]  # scale-free
+    # the power is applied first: 5² = 25 < 0.8 · 36
+    assert witness_mask(data, 1.0, 2.0, 0.8).tolist() == [[True, False], [True, False]]
+
+
+def test_fit_witness_ratio_states_the_single_valid_answer_and_not_the_planted_one():
+    from training.calibration import fit_witness_ratio, witness_mask
+
+    data = _witness_data()
+    res, _, _ = fused_outputs(data)
+    routes = torch.tensor([0, 0])
+    # at the bar 0.5 the fused masses state A alone in both queries: query 0 misses B
+    assert set_hits(data, res.belief, routes, 0.5).tolist() == [False, True]
+    w, acc = fit_witness_ratio(data, res.belief, routes, 0.5)
+    # B (5 of the strongest 6) is witnessed, C (2 of 6) is not: the highest bar that keeps both right
+    assert w == 0.8 and acc == 1.0
+    assert set_hits(data, res.belief, routes, 0.5, None, witness_mask(data, 1.0, 1.0, w)).tolist() == [
+        True,
+        True,
+    ]
+    # with no query that needs a witness, the tie goes to "off"
+    one = data.subset([1])
+    assert fit_witness_ratio(one, res.belief[[1]], routes[[1]], 0.5) == ("off", 1.0)
+    with pytest.raises(CalibrationError, match="witness ratios"):
+        fit_witness_ratio(data, res.belief, routes, 0.5, ratios=(1.5,))
+
+
+def test_fit_calibration_fits_the_witness_bar_and_the_file_keeps_it():
+    fitted = fit_calibration(
+        _witness_data(), state_prior=0.5, fixed_state_ratio=0.5, isotonic=False, fit_power=False
+    )
+    assert fitted["state_ratio"] == 0.5 and fitted["state_witness_ratio"] == 0.8
+    assert fitted["fit"]["set_accuracy_witness"] == 1.0 and fitted["fit"]["set_accuracy"] == 0.5
+    assert fit_calibration(_witness_data(), witness_ratios=None)["state_witness_ratio"] is None
+    cal = Calibration(evaluator="learned", **{k: fitted[k] for k in fitted if k != "fit"})
+    back = Calibration.from_dict(cal.to_dict())
+    assert back.state_witness_ratio == 0.8 and back.fusion_overrides()["state_witness_ratio"] == 0.8
+    off = Calibration(evaluator="learned", state_witness_ratio="off")
+    assert (
+        Calibration.from_dict(off.to_dict()).fusion_overrides()["state_witness_ratio"] is None
+    )  # turns it off
+    old = cal.to_dict()
+    del old["parameters"]["state_witness_ratio"]  # a file fitted before the witness bar keeps the config's
+    assert "state_witness_ratio" not in Calibration.from_dict(old).fusion_overrides()
+    for bad in (1.5, -0.1, "on"):
+        with pytest.raises(CalibrationError, match="state_witness_ratio"):
+            Calibration(evaluator="learned", state_witness_ratio=bad)
+    # cross-fitting scores each held-out query with the witness bar fitted on the others
+    cv = cross_validate(_witness_data(), folds=2, fixed_state_ratio=0.5, isotonic=False, fit_power=False)
+    assert [f["state_witness_ratio"] for f in cv["per_fold"]] in (["off", 0.8], [0.8, "off"])

@@ -80,6 +80,14 @@ def test_stated_claims_by_route():
     assert stated_claims(claims, masses, "abstain", 0) == []
 
 
+def test_stated_claims_add_witnesses_in_open_frames_only():
+    claims, masses = ["A", "B", "C"], [0.5, 0.15, 0.05]
+    assert stated_claims(claims, masses, "direct", 0, witnessed=[False, False, True]) == ["A", "C"]
+    assert stated_claims(claims, masses, "abstain", 0, witnessed=[True, True, True]) == []
+    # a yes/no verdict excludes the other one: its bar alone decides
+    assert stated_claims(["yes", "no"], [0.6, 0.1], "direct", 0, 0.5, witnessed=[True, True]) == ["yes"]
+
+
 def test_strict_exact_match():
     assert strict_exact_match(["Paris", "Lyon"], ["paris", "the lyon"], ["Nice"])
     assert not strict_exact_match(["Paris"], ["paris", "lyon"])
