@@ -182,7 +182,17 @@ RECORD_KEY_ORDER = {
         "grounding_notes",
         "copies",
     ],
-    "fusion": ["rule", "lam", "tau1", "tau2", "policy", "state_ratio", "state_ratio_yes_no", "copy_overlap"],
+    "fusion": [
+        "rule",
+        "lam",
+        "tau1",
+        "tau2",
+        "policy",
+        "state_ratio",
+        "state_ratio_yes_no",
+        "copy_overlap",
+        "state_witness_ratio",
+    ],
     "generation": [
         "generator",
         "route",

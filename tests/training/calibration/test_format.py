@@ -48,7 +48,10 @@ def test_shipped_calibration_round_trips_and_applies():
         "tau2": p["tau2"],
         "state_ratio": p["state_ratio"],
         "state_ratio_yes_no": p["state_ratio_yes_no"],
+        "state_witness_ratio": p["state_witness_ratio"],
     }
+    # the shipped default states witnessed claims (a bar fitted by `calibrate`, not "off")
+    assert 0 < cal.state_witness_ratio <= 1
 
 
 def test_apply_helpers_by_hand():
