@@ -242,40 +242,25 @@ class SweepGrid:
             for s in out
         ]
         # the stated-set bar (open frames; yes/no frames keep the run's bar), with and without the copy rule
+        stated = SweepSetting(
+            "",
+            "stated",
+            b.rule,
+            b.lam,
+            b.tau1,
+            b.tau2,
+            b.policy,
+            b.state_ratio,
+            b.state_ratio_yes_no,
+            b.copy_overlap,
+            b.state_witness_ratio,
+        )
         for r in self.state_ratios:
             for overlap in (b.copy_overlap, None) if b.copy_overlap is not None else (None,):
                 name = f"ρ={float(r):g}" + ("" if overlap is not None else ", w/o the edited-copy rule")
-                out.append(
-                    SweepSetting(
-                        name,
-                        "stated",
-                        b.rule,
-                        b.lam,
-                        b.tau1,
-                        b.tau2,
-                        b.policy,
-                        float(r),
-                        b.state_ratio_yes_no,
-                        overlap,
-                        b.state_witness_ratio,
-                    )
-                )
+                out.append(replace(stated, name=name, state_ratio=float(r), copy_overlap=overlap))
         if b.state_witness_ratio is not None:  # the witness bar's ablation at the run's own bar
-            out.append(
-                SweepSetting(
-                    f"ρ={b.state_ratio:g}, w/o witnesses",
-                    "stated",
-                    b.rule,
-                    b.lam,
-                    b.tau1,
-                    b.tau2,
-                    b.policy,
-                    b.state_ratio,
-                    b.state_ratio_yes_no,
-                    b.copy_overlap,
-                    None,
-                )
-            )
+            out.append(replace(stated, name=f"ρ={b.state_ratio:g}, w/o witnesses", state_witness_ratio=None))
         return out
 
 

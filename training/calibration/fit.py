@@ -437,16 +437,16 @@ def fit_witness_ratio(
     if not bool(data.has_gold.any()):
         return "off", 0.0
     weight = _source_weights(data)
-    best: tuple[float, float, float | str] | None = None
+    best: tuple[float, float | str] | None = None
     for w in ("off", *sorted({float(x) for x in ratios}, reverse=True)):
         if w != "off" and not 0.0 <= w <= 1.0:
             raise CalibrationError(f"witness ratios must lie in [0, 1]; got {w}")
         wit = witness_mask(data, scale, power, w)
         acc = round(float((set_hits(data, belief, routes, ratio, None, wit).double() * weight).sum()), 12)
         if best is None or acc > best[0]:  # strictly better only: "off", then higher bars, win ties
-            best = (acc, 0.0, w)
+            best = (acc, w)
     assert best is not None
-    return best[2], best[0]
+    return best[1], best[0]
 
 
 def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[str, list[float]]:
