@@ -68,6 +68,7 @@ def test_health_and_config(main_server):
         "policy": "paper",
         "state_ratio": 0.5,
         "state_ratio_yes_no": None,
+        "state_witness_ratio": None,
         "copy_overlap": 0.8,
         "sanitize": False,
     }

@@ -86,6 +86,7 @@ def test_calibrate_writes_the_calibration_file(fitted):
         "tau2": 0.65,
         "state_ratio": 0.5,
         "state_ratio_yes_no": None,
+        "state_witness_ratio": None,
     }
     assert 0 <= p["state_ratio"] <= 1 and 0 <= m["after"]["set_accuracy"] <= 1
     assert m["before"]["queries"] == data["queries"] and m["after_cv"]["folds"] == 5
