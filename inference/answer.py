@@ -105,6 +105,8 @@ class ChunkDecision:
     #: ids of the other chunks that are near-copies of this one (fusion.copy_overlap;
     #: training.utils.text.near_copies)
     copies: list[str] = field(default_factory=list)
+    #: the answer read from the chunk before the support decision (ChunkEvidence.extracted)
+    extracted: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -386,6 +388,7 @@ def build_answer_record(
                 grounded=d.grounded,
                 grounding_notes=list(d.grounding_notes),
                 copies=[result.chunks[j].id for j in copies[i]],
+                extracted=d.extracted,
             )
             for i, (d, c) in enumerate(zip(result.decisions, result.chunks))
         ],
@@ -532,6 +535,7 @@ def _evaluation_result(rec: AnswerRecord, evidence: torch.Tensor) -> EvaluationR
                 errors=list(d.errors),
                 grounded=d.grounded,
                 grounding_notes=list(d.grounding_notes),
+                extracted=d.extracted,
             )
             for d in rec.chunks
         ],

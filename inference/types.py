@@ -38,6 +38,9 @@ class ChunkEvidence:
             (:mod:`inference.evaluators.grounding`); ``False`` when some evidence was dropped, ``None`` when
             grounding is off or has not run.
         grounding_notes: One line per claim whose evidence grounding dropped, with the reason.
+        extracted: The answer the evaluator read from the chunk before any support decision (the learned
+            evaluator's repaired span, or on given candidates the one it supports; the prompt evaluator's
+            claim), or None when it read none; what claim-extraction fidelity is measured on.
     """
 
     chunk_id: str
@@ -52,6 +55,7 @@ class ChunkEvidence:
     errors: list[str] = field(default_factory=list)
     grounded: bool | None = None
     grounding_notes: list[str] = field(default_factory=list)
+    extracted: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -248,6 +248,10 @@ class LearnedEvaluator:
                     evidence={
                         fc.id: rounded(float(row[j])) for j, fc in enumerate(frame) if float(row[j]) > 0
                     },
+                    # the repaired span; on a frame of given candidates (no span pass), the claim it supports
+                    extracted=found[0]
+                    if found
+                    else (frame[top].text if supports and spans is None else None),
                 )
             )
         return decisions

@@ -217,6 +217,7 @@ class PromptEvaluator:
                         repaired=p.repaired,
                         raw=o.text,
                         errors=p.errors,
+                        extracted=p.claim or p.answer or None,
                     )
                 )
             for k, v in counts.items():

@@ -181,6 +181,7 @@ RECORD_KEY_ORDER = {
         "grounded",
         "grounding_notes",
         "copies",
+        "extracted",
     ],
     "fusion": [
         "rule",

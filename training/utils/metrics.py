@@ -17,6 +17,7 @@ __all__ = [
     "expected_calibration_error",
     "is_yes_no_frame",
     "reliability_bins",
+    "span_matches",
     "stated_claims",
     "strict_exact_match",
 ]
@@ -147,6 +148,21 @@ def stated_claims(
     out = [claims[selected]] if route == "direct" and selected >= 0 else []
     out += [claims[j] for j in order if mask[j] and claims[j] not in out]
     return out
+
+
+def span_matches(extracted: str | None, label: str) -> bool:
+    """Whether a chunk's extracted answer matches its labelled answer (claim-extraction fidelity, the
+    paper's Table 13): after SQuAD normalisation one contains the other on word boundaries, as in the
+    benchmark report's fidelity ("Paris, France" matches "Paris"; "parish" does not). No extraction never
+    matches.
+
+    >>> span_matches("Paris, France", "Paris"), span_matches("Ahmed", "Ahmed Hussen")
+    (True, True)
+    >>> span_matches("a parish", "Paris"), span_matches(None, "Paris"), span_matches("", "Paris")
+    (False, False, False)
+    """
+    a, b = normalize_text(extracted or ""), normalize_text(label)
+    return bool(a and b) and (f" {b} " in f" {a} " or f" {a} " in f" {b} ")
 
 
 def strict_exact_match(stated: Iterable[str], gold: Iterable[str], wrong: Iterable[str] = ()) -> bool:

@@ -17,8 +17,13 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
    Malaysia"), at most :data:`MAX_PLACE_PARTS` names and :data:`MAX_PLACE_WORDS` words in all. A name
    that opens a sentence never joins from the left. Elsewhere a comma ends a name: "Timbaland, Justin
    Timberlake" lists two artists.
-5. **Edges**: surrounding spaces, trailing commas/semicolons/colons and unbalanced brackets or quotes are
-   trimmed.
+5. **Numbers**: a number cut inside its thousands groups or its decimals grows over them ("147" of
+   "40,147", "219" of "219,126", "104" of "104.1"); groups are exactly three digits after a comma with no
+   space, so "12, 1666" and "4,411, and" do not join.
+6. **Lines and edges**: a span that runs over a line break keeps its first line (table cells and infobox
+   fields are separate values); a span that is only a leading "The" of a name ("The" of "The Killers")
+   takes the name; surrounding spaces, trailing commas/semicolons/colons, a trailing possessive "'s"
+   and unbalanced brackets or quotes are trimmed.
 
 Pure string logic (stdlib only).
 
@@ -29,6 +34,11 @@ Pure string logic (stdlib only).
 'October 12, 1666'
 >>> s = text.index("Aguadilla"); text[slice(*repair_span(text, s, s + 9, "Where was the band founded?"))]
 'Aguadilla'
+>>> text = "Wadi had 40,147 people (2011), listed in The Killers' notes."
+>>> s = text.index("147"); text[slice(*repair_span(text, s, s + 3))]
+'40,147'
+>>> s = text.index("The K"); text[slice(*repair_span(text, s, s + 3))]
+'The Killers'
 >>> text = "The bridge stands in Chester Springs, Pennsylvania, over Pine Creek."
 >>> s = text.index("Penn"); text[slice(*repair_span(text, s, s + 12, "Where is the bridge located?"))]
 'Chester Springs, Pennsylvania'
@@ -94,6 +104,12 @@ def _capitalized(word: str) -> bool:
 def _names(text: str, a: int, b: int) -> tuple[int, int]:
     span = text[a:b]
     words = span.split()
+    if words == ["The"]:  # the leading article of a name ("The" of "The Killers"): the name to its right
+        nxt = re.match(r" (\S+)", text[b : b + 40])
+        core = nxt.group(1).rstrip(",;:.!?)]\"'’”") if nxt else ""
+        if not _capitalized(core):
+            return a, b
+        return a, _names(text, b + 1, b + 1 + len(core))[1]
     if not words or not _capitalized(words[0]) or len(words) >= MAX_NAME_WORDS:
         return a, b
     budget = MAX_NAME_WORDS - len(words)
@@ -130,6 +146,24 @@ def _names(text: str, a: int, b: int) -> tuple[int, int]:
                 break
             continue
         break
+    return a, b
+
+
+def _numbers(text: str, a: int, b: int) -> tuple[int, int]:
+    """Grow a number over the thousands groups and decimals it was cut from (rule 5)."""
+    span = text[a:b]
+    if re.match(r"\d{3}(?!\d)", span):  # "147" of "40,147": the groups before it
+        m = re.search(r"(?<![\d,.])\d{1,3}(?:,\d{3})*,$", text[max(0, a - 24) : a])
+        if m:
+            a -= len(m.group(0))
+    if re.search(r"(?<![\d,])\d{1,3}$", span) or re.search(r",\d{3}$", span):  # "219" of "219,126"
+        m = re.match(r"(?:,\d{3})+(?![\d,]\d)", text[b : b + 24])
+        if m:
+            b += len(m.group(0))
+    if re.search(r"\d$", text[a:b]):  # "104" of "104.1"
+        m = re.match(r"\.\d+(?![\d.]\d)", text[b : b + 12])
+        if m:
+            b += len(m.group(0))
     return a, b
 
 
@@ -225,11 +259,21 @@ def _places(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
+def _first_line(text: str, a: int, b: int) -> tuple[int, int]:
+    """The span's first non-empty line (rule 6)."""
+    for line in re.finditer(r"[^\n]+", text[a:b]):
+        if line.group(0).strip():
+            return a + line.start(), a + line.end()
+    return a, b
+
+
 def _trim(text: str, a: int, b: int) -> tuple[int, int]:
     while a < b and (text[a].isspace() or text[a] in ",;:"):
         a += 1
     while b > a and (text[b - 1].isspace() or text[b - 1] in ",;:"):
         b -= 1
+    if b - a > 2 and text[b - 2 : b] in ("'s", "’s") and not text[b : b + 1].isalnum():  # "Coldplay's"
+        b -= 2
     # unbalanced brackets / quotes at the edges
     changed = True
     while changed and b > a:
@@ -267,10 +311,11 @@ def repair_span(text: str, start: int, end: int, question: str | None = None) ->
     """
     if not (0 <= start < end <= len(text)):
         return start, end
-    a, b = _trim(text, start, end)
+    a, b = _trim(text, *_first_line(text, start, end))
     if a >= b:
         return start, end
     a, b = _word_edges(text, a, b)
+    a, b = _numbers(text, a, b)
     a, b = _dates(text, a, b)
     a, b = _names(text, a, b)
     if asks_for_place(question):

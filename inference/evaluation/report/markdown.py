@@ -220,7 +220,7 @@ def validity_section(metrics: dict[str, Any]) -> list[str]:
         "",
         "JSON validity: the evaluator's per-chunk output was schema-valid as produced (the learned evaluator "
         "emits tensors, always valid). Fidelity: among chunks whose passage is labelled with an answer, the "
-        "extracted claim matches it. Ungrounded chunks: the share whose evidence for a claim they do not state "
+        "answer the evaluator read from the chunk (`extracted`, before its support decision) matches it. Ungrounded chunks: the share whose evidence for a claim they do not state "
         "was dropped by the grounding check (– when it was off). Spearman: a chunk's largest evidence vs whether its passage states an "
         "answer (first seed).",
         "",

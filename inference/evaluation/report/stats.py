@@ -11,6 +11,7 @@ import numpy as np
 
 from inference.evaluation import metrics as M
 from inference.io import rounded
+from training.utils.metrics import span_matches
 
 __all__ = [
     "BEHAVIOURS",
@@ -128,12 +129,13 @@ def evaluator_validity(rows: list[dict], instances: dict[str, dict]) -> dict[str
     if not chunks:
         return None
     with_answer = [(ch, lab) for ch, lab in chunks if lab.get("answer")]
+    # on the answer read from the chunk ("extracted"); records written before that field: on the answer
+    # and the supported claim
     fidelity = [
         float(
             any(
-                M.answer_contained(ch.get(key) or "", [lab["answer"]])
-                or (ch.get(key) and M.answer_contained(lab["answer"], [ch.get(key)]))
-                for key in ("answer", "claim")
+                span_matches(ch.get(key), lab["answer"])
+                for key in (("extracted",) if "extracted" in ch else ("answer", "claim"))
             )
         )
         for ch, lab in with_answer

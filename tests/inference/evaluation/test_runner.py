@@ -239,12 +239,12 @@ def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
     assert systems["corrective"].scorer.evaluator is shared.learned_evaluator  # loaded once, shared
     opts = EvaluateOptions(
         dataset="crag",
-        data=str(_crag_head(shared_data, tmp_path / "crag.jsonl", 2, 60_000)),
+        data=str(_crag_head(shared_data, tmp_path / "crag.jsonl", 1, 60_000)),
         out=tmp_path / "run",
         systems=names,
         seeds=[7],
-        limit=2,
-        batch_size=2,
+        limit=1,
+        batch_size=1,
     )
     metrics = run_evaluation(opts, cfg, systems=systems, progress=False)
     prepared = [json.loads(x) for x in (tmp_path / "run" / "instances.jsonl").read_text().splitlines()]
@@ -257,8 +257,9 @@ def test_baselines_and_ablations_on_the_harness(tmp_path, smollm2, shared_data):
         assert rec["action"] == "incorrect" and rec["fallback"] == "extra_chunks"
         assert {k["chunk_id"] for k in rec["knowledge"]} <= {c["id"] for c in extra[r["id"]]}
         assert all(k["origin"] == "external" for k in rec["knowledge"])
-        # learned evaluator: extract + score for the chunks, again for the strips; then one generation
-        assert rec["batched_passes"] == 5 and rec["prompt_version"] == "corrective/1.0"
+        # learned evaluator: an extract pass for the chunks and one for the strips, plus a scoring pass for
+        # each of the two sets that gave a claim; then one generation
+        assert 3 <= rec["batched_passes"] <= 5 and rec["prompt_version"] == "corrective/1.0"
     for r in load_rows(tmp_path / "run" / "selfrag.jsonl"):
         assert "reimplementation" in r["record"]["implementation"]
         assert r["record"]["prompt_version"] == "selfrag-prompted/1.0"

@@ -178,6 +178,11 @@ def test_span_candidates_add_alternates_to_the_frame():
     )
     grew = 0
     for a, b in zip(one.evaluate_batch(qs, chunks), two.evaluate_batch(qs, chunks)):
+        for c, d in zip(a.chunks, a.decisions):  # the answer read from each chunk: its repaired span
+            assert (d.extracted is None) == (not d.rationale.startswith("span "))
+            assert d.extracted is None or (
+                d.extracted in c.text and d.rationale.startswith(f"span {d.extracted!r}")
+            )
         ta, tb = a.claim_texts, b.claim_texts
         assert tb[: len(ta)] == ta
         grew += len(tb) > len(ta)

@@ -18,7 +18,7 @@ import pytest
 from inference.ramdocs import load_ramdocs
 
 REPO = Path(__file__).resolve().parents[3]
-RECORDS = load_ramdocs()[:6]
+RECORDS = load_ramdocs()[:4]
 
 
 def _free_port() -> int:
@@ -57,7 +57,7 @@ def test_sigterm_finishes_the_admitted_requests_then_exits():
                 "chunks": [{"id": f"d{j}", "text": d["text"]} for j, d in enumerate(r["documents"])],
             }
             for r in RECORDS
-        ] * 3
+        ] * 2
         results: list = [None] * len(bodies)
 
         def send(i):

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 from training.utils.metrics import (
     expected_calibration_error,
     reliability_bins,
+    span_matches,
     stated_claims,
     strict_exact_match,
 )
+from training.utils.text import normalize_text
 
 
 def test_reliability_bins_hand_computed():
@@ -93,3 +95,18 @@ def test_strict_exact_match():
     assert not strict_exact_match(["Paris"], ["paris", "lyon"])
     assert not strict_exact_match(["Paris", "Nice"], ["paris"], ["nice"])
     assert not strict_exact_match([], [])
+
+
+def test_span_matches_on_real_cuts():
+    # the cuts the issue lists: a truncated name or date still overlaps its label on word boundaries
+    assert span_matches("Ahmed", "Ahmed Hussen") and span_matches("Aguadilla, Puerto Rico", "Puerto Rico")
+    assert span_matches("the Killers", "The Killers.")  # SQuAD normalisation: articles, case, punctuation
+    assert not span_matches("footballer", "Football") and not span_matches("12,878", "4,411")
+    assert not span_matches("basketball", "AFL") and not span_matches(None, "AFL")
+
+
+@given(st.text(max_size=30), st.text(max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_span_matches_is_symmetric_and_reflexive(a, b):
+    assert span_matches(a, b) == span_matches(b, a)
+    assert span_matches(a, a) == bool(normalize_text(a))

@@ -77,6 +77,45 @@ def test_place_questions_are_told_by_their_words():
     assert not asks_for_place(None) and not asks_for_place("")
 
 
+def test_numbers_articles_lines_and_possessives():
+    text = "Population ( 2011 ) • Total 40,147 Demonym Wadikar"
+    assert _repair(text, "147") == "40,147" and _repair(text, "40") == "40,147"
+    assert _repair("had a population of 219,126. Males", "219") == "219,126"
+    assert _repair("a total of 1,234,567 people", "234") == "1,234,567"
+    assert _repair("KSGF-FM (104.1 FM) is a radio station", "104") == "104.1"
+    assert _repair("It was founded on October 12, 1666 by", "1666") == "1666"  # a comma and a space: a date
+    assert _repair("Pilzno had 4,411, and the gmina 12,878", "4,411") == "4,411"
+    assert _repair("in 1896. The town", "1896") == "1896"  # a full stop without digits after it
+    assert _repair("Retrieved 2016. ^ The Killers - AllMusic", "The") == "The Killers"
+    assert _repair("The band began in 1990", "The") == "The"  # no name after it
+    assert _repair("CD review: Coldplay's 'Direct Hits'", "Coldplay's") == "Coldplay"
+    assert _repair("Director: Quentin Tarantino\nHoward Morris", "Quentin Tarantino\nHoward") == (
+        "Quentin Tarantino"
+    )
+
+
+def test_real_ramdocs_numbers_cut_inside_their_groups_grow_back(shared_data):
+    """Every grouped number that is a real RAMDocs document's answer ("40,147"): a span of its first or its
+    last group repairs to the whole number."""
+    import re
+
+    checked = 0
+    for line in (shared_data / "ramdocs" / "RAMDocs_test.jsonl").read_text(encoding="utf-8").splitlines():
+        for doc in json.loads(line)["documents"]:
+            text, ans = doc["text"], doc["answer"]
+            if not re.fullmatch(r"\d{1,3}(?:,\d{3})+", ans) or text.count(ans) != 1:
+                continue
+            a = text.index(ans)
+            if re.match(r"[\d,.]\d", text[a + len(ans) : a + len(ans) + 2]) or text[a - 1 : a].isdigit():
+                continue
+            head, tail = ans.split(",")[0], ans.split(",")[-1]
+            assert text[slice(*repair_span(text, a, a + len(head)))] == ans
+            end = a + len(ans)
+            assert text[slice(*repair_span(text, end - len(tail), end))] == ans
+            checked += 1
+    assert checked >= 10
+
+
 def test_names_stop_at_the_word_budget():
     text = "Alpha Beta Gamma Delta Epsilon Zeta were here"
     got = _repair(text, "Gamma")

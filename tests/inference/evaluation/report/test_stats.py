@@ -113,6 +113,13 @@ def test_evaluator_validity_against_passage_labels(rows_factory):
         "evaluator_latency_s": pytest.approx(0.4),  # 0.8 s per batched call / batch of 2
     }
     assert evaluator_validity([rows_factory(1, "a")], instances) is None  # a baseline: no evidence
+    # a record with the answer read from each chunk is measured on that, not on the supported claim
+    read = [{**chunks[0], "extracted": "Lyon"}, {**chunks[1], "extracted": None}]
+    v = evaluator_validity([rows_factory(1, "a", record={**rec, "chunks": read})], instances)
+    assert v["extraction_fidelity"] == 0.0
+    read[0]["extracted"] = "Paris, France"  # contains the labelled answer
+    v = evaluator_validity([rows_factory(1, "a", record={**rec, "chunks": read})], instances)
+    assert v["extraction_fidelity"] == 1.0
 
 
 def test_aggregate_summarises_seeds_behaviours_and_cost(rows_factory):
