@@ -29,8 +29,9 @@ def train_cmd(
 ) -> None:
     """Train the learned evaluator (encoder + LoRA + evidential head) on annotated chunks.
 
-    Each epoch ends with validation (loss, claim accuracy, ECE, route accuracy, RAMDocs strict EM); the
-    best model goes to OUTPUT/best with its model card. Exit codes: 0 done, 2 bad config/data/output.
+    Each epoch ends with validation (loss, claim accuracy, ECE, route accuracy, RAMDocs strict EM,
+    claim-extraction fidelity); the best model goes to OUTPUT/best with its model card. Exit codes: 0 done,
+    2 bad config/data/output.
     """
     from training.data.annotated import TrainingDataError
     from training.trainer.config import load_train_config
@@ -50,6 +51,7 @@ def train_cmd(
         "ece",
         "route_accuracy",
         "strict_em_ramdocs",
+        "span_fidelity",
         "train_seconds",
         "epochs_run",
     )

@@ -30,6 +30,8 @@ __all__ = ["MIXED_PRECISION", "DataSourceConfig", "LossConfig", "TrainConfig", "
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _NON_NEGATIVE = {"range": (0.0, None)}
+#: Allowed values of ``LossConfig.span_occurrences``.
+SPAN_OCCURRENCES = ("first", "all")
 #: Allowed values of ``TrainConfig.mixed_precision``.
 MIXED_PRECISION = ("no", "bf16", "fp16")
 _POSITIVE = {"range": (0.0, None), "ends": "()"}
@@ -113,6 +115,15 @@ class LossConfig:
     )
     span_weight: float = field(
         default=0.5, metadata={"help": "Weight of the span (claim-extraction) loss.", **_NON_NEGATIVE}
+    )
+    span_occurrences: str = field(
+        default="first",
+        metadata={
+            "help": "Which occurrences of a chunk's answer the span loss targets: 'first' (cross-entropy of "
+            "the first occurrence) or 'all' (marginal likelihood over every occurrence, Clark and Gardner "
+            "2018: pointing at a later mention of the same answer is not penalised).",
+            "choices": SPAN_OCCURRENCES,
+        },
     )
     lam: float = field(
         default=0.6,

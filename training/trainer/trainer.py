@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import shutil
 import sys
 import time
@@ -64,7 +65,12 @@ from training.learned.span_loss import span_loss
 from training.trainer.config import TrainConfig
 from training.trainer.distributed import DataParallel, autocast, shard_bounds
 from training.utils.io import write_json
-from training.utils.metrics import expected_calibration_error, stated_claims, strict_exact_match
+from training.utils.metrics import (
+    expected_calibration_error,
+    span_matches,
+    stated_claims,
+    strict_exact_match,
+)
 from training.utils.text import near_copies
 
 __all__ = [
@@ -74,6 +80,7 @@ __all__ = [
     "load_training_rows",
     "prepare_examples",
     "score_outcomes",
+    "span_target_masks",
     "span_targets",
     "training_device",
 ]
@@ -257,6 +264,33 @@ def span_targets(
     return torch.tensor(starts), torch.tensor(ends), torch.tensor(use)
 
 
+def span_target_masks(
+    chunks: list[str], claims: list[str | None], offsets: torch.Tensor, chunk_tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Like :func:`span_targets`, but boolean ``[N, T]`` masks of the start and end tokens of *every*
+    occurrence of each chunk's labelled claim (case-insensitive, not inside a longer word; the first raw
+    occurrence when none stands alone), for the marginal-likelihood span loss
+    (:func:`training.learned.span_loss.span_loss`); ``[CLS]`` (token 0) alone for no answer. Rows whose
+    claim is not in the (truncated) chunk are left out of the returned row mask."""
+    n, t = offsets.shape[:2]
+    starts = torch.zeros(n, t, dtype=torch.bool)
+    ends = torch.zeros(n, t, dtype=torch.bool)
+    use = torch.zeros(n, dtype=torch.bool)
+    chunk_tokens, offsets = chunk_tokens.cpu(), offsets.cpu()
+    for r, (chunk, claim) in enumerate(zip(chunks, claims)):
+        if claim is None:
+            starts[r, 0] = ends[r, 0] = use[r] = True
+            continue
+        found = [(m.start(), m.end()) for m in re.finditer(rf"(?<!\w){re.escape(claim)}(?!\w)", chunk, re.I)]
+        if not found and (pos := chunk.lower().find(claim.lower())) >= 0:
+            found = [(pos, pos + len(claim))]
+        for a, b in found:
+            toks = (chunk_tokens[r] & (offsets[r, :, 1] > a) & (offsets[r, :, 0] < b)).nonzero().flatten()
+            if len(toks):
+                starts[r, int(toks[0])] = ends[r, int(toks[-1])] = use[r] = True
+    return starts, ends, use
+
+
 #: The loss terms whose batch mean is a mean over rows (their counts normalise a split batch; see ``losses``).
 TERMS = ("edl", "query", "distill", "span")
 
@@ -361,6 +395,13 @@ class EvidentialTrainer:
         claims, counts = zip(*(ex.span_claim(i) for ex, i in picks)) if picks else ((), ())
         return picks, chunks, list(claims), torch.tensor(counts, dtype=torch.bool)
 
+    def _span_targets(self, *args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The span targets ``loss.span_occurrences`` asks for: the first occurrence (token indices) or
+        every occurrence (token masks)."""
+        if self.config.loss.span_occurrences == "all":
+            return span_target_masks(*args)
+        return span_targets(*args)
+
     def term_counts(
         self,
         model: EvidentialEvaluatorModel,
@@ -386,7 +427,7 @@ class EvidentialTrainer:
         if picks:
             batch = model.tokenize([ex.query for ex, _ in picks], chunks, None)
             chunk_tok = (batch["sequence"] == 1) & (batch["attention_mask"] == 1)
-            use = span_targets(chunks, claims, batch["offset_mapping"], chunk_tok)[2] & counts
+            use = self._span_targets(chunks, claims, batch["offset_mapping"], chunk_tok)[2] & counts
             span = int(use.sum())
         return torch.tensor([edl, query, distill, span], dtype=torch.float64)
 
@@ -485,7 +526,7 @@ class EvidentialTrainer:
         if picks and counts("span"):
             with autocast(self.device, self.config.mixed_precision):
                 fwd = model([ex.query for ex, _ in picks], chunks, None, spans=True)
-            s, e, use = span_targets(chunks, claims, fwd["offsets"], fwd["chunk_tokens"])
+            s, e, use = self._span_targets(chunks, claims, fwd["offsets"], fwd["chunk_tokens"])
             use &= usable
             if use.any():
                 dev = fwd["start"].device
@@ -512,7 +553,8 @@ class EvidentialTrainer:
         tau: tuple[float, float] = (0.35, 0.65),
     ) -> dict[str, Any]:
         """Validation metrics: loss terms, claim accuracy, mean evidence by document type, ECE, route
-        accuracy and RAMDocs strict exact match.
+        accuracy, RAMDocs strict exact match and claim-extraction fidelity (`span_fidelity` over `span_rows`
+        labelled chunks; see :meth:`_span_hits`).
 
         The batches are those of a single process; with several processes each evaluates every
         ``world``-th batch and the results are gathered in batch order, so all processes compute the
@@ -530,14 +572,16 @@ class EvidentialTrainer:
             evidence = [
                 ev[i, : len(ex.chunks), : len(ex.claims)].double().cpu() for i, ex in enumerate(batch)
             ]
-            mine.append((n, values, evidence))
+            mine.append((n, values, evidence, self._span_hits(model, batch)))
         done = sorted((r for part in self.dp.gather(mine) for r in part), key=lambda r: r[0])
         sums: dict[str, float] = defaultdict(float)
         outcomes = []
-        for n, values, evidence in done:
+        hits: list[bool] = []
+        for n, values, evidence, span_hits in done:
             for key, v in values.items():
                 sums[key] += v
             outcomes.extend(zip(exs[starts[n] : starts[n] + bs], evidence))
+            hits.extend(span_hits)
         n_batches = len(done)
         metrics = {f"loss_{k}" if k != "total" else "loss": v / max(n_batches, 1) for k, v in sums.items()}
         metrics.update(
@@ -545,7 +589,29 @@ class EvidentialTrainer:
                 outcomes, self.config.support_threshold, self.config.loss.lam, self.config.loss.rule, tau
             )
         )
+        if hits:
+            metrics.update(span_fidelity=sum(hits) / len(hits), span_rows=len(hits))
         return metrics
+
+    def _span_hits(self, model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[bool]:
+        """Claim-extraction fidelity's rows of a validation batch: for every human-labelled chunk of an
+        open (not yes/no) question whose label is a claim, whether the span head's repaired best span (null
+        margin 0) matches it (:func:`training.utils.metrics.span_matches`). Empty without a span head."""
+        base = getattr(model, "module", model)
+        if not base.config.span_head:
+            return []
+        rows = [
+            (ex.query, ex.chunks[i], ex.claims[ex.labels[i]])
+            for ex in exs
+            if not is_yes_no_question(ex.query)
+            for i in range(len(ex.chunks))
+            if ex.is_labelled(i) and ex.labels[i] is not None
+        ]
+        if not rows:
+            return []
+        with autocast(self.device, self.config.mixed_precision):
+            got = base.extract_spans([q for q, _, _ in rows], [c for _, c, _ in rows])
+        return [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
 
     # ---- optimisation ------------------------------------------------------------------------------
     def _optimizer(self, model: EvidentialEvaluatorModel, total_steps: int):

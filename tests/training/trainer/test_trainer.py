@@ -13,8 +13,16 @@ from safetensors.torch import load_file
 
 from evidential.errors import ConfigError
 from training.learned.checkpoint import load_learned_model
+from training.learned.model import is_yes_no_question
 from training.trainer.config import load_train_config
-from training.trainer.trainer import EvidentialTrainer, QueryExample, expected_route
+from training.trainer.trainer import (
+    EvidentialTrainer,
+    QueryExample,
+    expected_route,
+    span_target_masks,
+    span_targets,
+)
+from training.utils.metrics import span_matches
 
 from .conftest import kill_mid_epoch, tiny_config
 
@@ -56,6 +64,19 @@ def test_training_writes_metrics_and_a_loadable_checkpoint(trained):
     assert not model.training
     ev = model.evidence_matrices(["Who?"], [["Some text."]], [["A", "B"]])[0]
     assert ev.shape == (1, 2) and bool((ev >= 0).all())
+    # claim-extraction fidelity: the best model's repaired spans on every answer-labelled validation chunk
+    _, val = EvidentialTrainer(cfg, out / "again", progress=False).prepare_data()
+    rows = [
+        (ex.query, ex.chunks[i], ex.claims[lab])
+        for ex in val
+        if not is_yes_no_question(ex.query)
+        for i, lab in enumerate(ex.labels)
+        if lab is not None
+    ]
+    got = model.extract_spans([q for q, _, _ in rows], [c for _, c, _ in rows])
+    assert result["span_rows"] == len(rows) > 0
+    hits = [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
+    assert result["span_fidelity"] == pytest.approx(sum(hits) / len(rows))
 
 
 def test_adapter_loads_with_peft(trained, tiny_encoder):
@@ -76,6 +97,46 @@ def test_refuses_to_overwrite_or_resume_wrongly(trained):
         EvidentialTrainer(cfg, out / "run", progress=False).train(resume=True)
     with pytest.raises(ConfigError, match="nothing to resume"):
         EvidentialTrainer(cfg, out / "empty", progress=False).train(resume=True)
+
+
+def test_span_targets_mark_every_occurrence_of_the_answer(tiny_encoder):
+    from training.learned.model import EvidentialEvaluatorModel, LearnedModelConfig
+
+    model = EvidentialEvaluatorModel(LearnedModelConfig(encoder=str(tiny_encoder), max_length=64))
+    chunks = [
+        "The AFL club Carlton won in 1995. NAFLD is unrelated. Later the afl grew.",
+        "Nothing to see here.",
+        "Carlton won.",
+    ]
+    claims = ["AFL", None, "Essendon"]
+    batch = model.tokenize(["Which league?"] * 3, chunks)
+    chunk_tok = (batch["sequence"] == 1) & (batch["attention_mask"] == 1)
+    offsets = batch["offset_mapping"]
+    s1, e1, use1 = span_targets(chunks, claims, offsets, chunk_tok)
+    sm, em, usem = span_target_masks(chunks, claims, offsets, chunk_tok)
+    assert use1.tolist() == usem.tolist() == [True, True, False]  # "Essendon" is not in its chunk
+
+    def text_at(r, tokens):
+        return [chunks[r][int(offsets[r, t, 0]) : int(offsets[r, t, 1])].lower() for t in tokens]
+
+    # "AFL" and "afl" stand alone; the "afl" inside "NAFLD" is not an occurrence
+    starts, ends = sm[0].nonzero().flatten().tolist(), em[0].nonzero().flatten().tolist()
+    assert len(starts) == len(ends) == 2 and text_at(0, starts) == text_at(0, ends) == ["afl", "afl"]
+    assert starts[0] == int(s1[0]) and ends[0] == int(e1[0])  # the first occurrence is the one-index target
+    assert sm[1].nonzero().flatten().tolist() == [0] == em[1].nonzero().flatten().tolist()  # no answer: [CLS]
+    assert int(s1[1]) == int(e1[1]) == 0
+
+
+def test_training_on_every_occurrence(tiny_encoder, ramdocs, tmp_path):
+    cfg = load_train_config(
+        tiny_config(tiny_encoder, ramdocs, tmp_path, limit=6, epochs=1), ["loss.span_occurrences=all"]
+    )
+    result = EvidentialTrainer(cfg, tmp_path / "run", progress=False).train()
+    assert (
+        cfg.loss.span_occurrences == "all" and math.isfinite(result["loss_span"]) and result["loss_span"] > 0
+    )
+    with pytest.raises(ConfigError, match="span_occurrences"):
+        load_train_config(tiny_config(tiny_encoder, ramdocs, tmp_path), ["loss.span_occurrences=every"])
 
 
 def test_query_targets_and_expected_routes():
