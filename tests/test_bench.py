@@ -96,3 +96,40 @@ def test_extraction_benchmark_counts_recall(tmp_path):
     assert got["correct"]["documents"] > 0
     r = [got["correct"][f"recall@{i}"] for i in (1, 2, 3)]
     assert all(0.0 <= x <= 1.0 for x in r) and r == sorted(r)  # recall grows with n
+
+
+def test_span_fidelity_benchmark_measures_checkpoints_on_the_same_rows(tmp_path, tiny_checkpoint):
+    import pytest
+    import yaml
+
+    if not RAMDOCS.is_file():
+        pytest.skip("../shared/data/ramdocs is absent")
+    config = tmp_path / "tiny.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"data": [{"name": "ramdocs", "path": str(RAMDOCS), "limit": 12}], "validation_fraction": 0.25}
+        )
+    )
+    out = tmp_path / "fidelity.json"
+    args = [sys.executable, str(REPO / "bench" / "span_fidelity.py"), "--config", str(config)]
+    res = subprocess.run(
+        [
+            *args,
+            "--checkpoint",
+            str(tiny_checkpoint),
+            "--checkpoint",
+            str(tiny_checkpoint),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    got = json.loads(out.read_text())
+    first, again = got["checkpoints"]  # the same checkpoint twice: the same rows, the same fidelity
+    assert got["validation_queries"] > 0 and first["rows"] == again["rows"] > 0
+    assert 0.0 <= first["span_fidelity"] == again["span_fidelity"] <= 1.0
+    assert res.stdout.count(str(tiny_checkpoint)) == 2 and "span fidelity" in res.stdout

@@ -80,6 +80,7 @@ __all__ = [
     "load_training_rows",
     "prepare_examples",
     "score_outcomes",
+    "span_hits",
     "span_target_masks",
     "span_targets",
     "training_device",
@@ -289,6 +290,27 @@ def span_target_masks(
             if len(toks):
                 starts[r, int(toks[0])] = ends[r, int(toks[-1])] = use[r] = True
     return starts, ends, use
+
+
+def span_hits(model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[bool]:
+    """Claim-extraction fidelity's rows of some queries: for every human-labelled chunk of an open (not
+    yes/no) question whose label is a claim, whether the span head's repaired best span (null margin 0)
+    matches it (:func:`training.utils.metrics.span_matches`), in one batched span pass. Empty without a
+    span head; ``model`` may be wrapped (``.module``)."""
+    base = getattr(model, "module", model)
+    if not base.config.span_head:
+        return []
+    rows = [
+        (ex.query, ex.chunks[i], ex.claims[ex.labels[i]])
+        for ex in exs
+        if not is_yes_no_question(ex.query)
+        for i in range(len(ex.chunks))
+        if ex.is_labelled(i) and ex.labels[i] is not None
+    ]
+    if not rows:
+        return []
+    got = base.extract_spans([q for q, _, _ in rows], [c for _, c, _ in rows])
+    return [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
 
 
 #: The loss terms whose batch mean is a mean over rows (their counts normalise a split batch; see ``losses``).
@@ -554,7 +576,7 @@ class EvidentialTrainer:
     ) -> dict[str, Any]:
         """Validation metrics: loss terms, claim accuracy, mean evidence by document type, ECE, route
         accuracy, RAMDocs strict exact match and claim-extraction fidelity (`span_fidelity` over `span_rows`
-        labelled chunks; see :meth:`_span_hits`).
+        labelled chunks; see :func:`span_hits`).
 
         The batches are those of a single process; with several processes each evaluates every
         ``world``-th batch and the results are gathered in batch order, so all processes compute the
@@ -572,16 +594,18 @@ class EvidentialTrainer:
             evidence = [
                 ev[i, : len(ex.chunks), : len(ex.claims)].double().cpu() for i, ex in enumerate(batch)
             ]
-            mine.append((n, values, evidence, self._span_hits(model, batch)))
+            with autocast(self.device, self.config.mixed_precision):
+                hits_here = span_hits(model, batch)
+            mine.append((n, values, evidence, hits_here))
         done = sorted((r for part in self.dp.gather(mine) for r in part), key=lambda r: r[0])
         sums: dict[str, float] = defaultdict(float)
         outcomes = []
         hits: list[bool] = []
-        for n, values, evidence, span_hits in done:
+        for n, values, evidence, batch_hits in done:
             for key, v in values.items():
                 sums[key] += v
             outcomes.extend(zip(exs[starts[n] : starts[n] + bs], evidence))
-            hits.extend(span_hits)
+            hits.extend(batch_hits)
         n_batches = len(done)
         metrics = {f"loss_{k}" if k != "total" else "loss": v / max(n_batches, 1) for k, v in sums.items()}
         metrics.update(
@@ -592,26 +616,6 @@ class EvidentialTrainer:
         if hits:
             metrics.update(span_fidelity=sum(hits) / len(hits), span_rows=len(hits))
         return metrics
-
-    def _span_hits(self, model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[bool]:
-        """Claim-extraction fidelity's rows of a validation batch: for every human-labelled chunk of an
-        open (not yes/no) question whose label is a claim, whether the span head's repaired best span (null
-        margin 0) matches it (:func:`training.utils.metrics.span_matches`). Empty without a span head."""
-        base = getattr(model, "module", model)
-        if not base.config.span_head:
-            return []
-        rows = [
-            (ex.query, ex.chunks[i], ex.claims[ex.labels[i]])
-            for ex in exs
-            if not is_yes_no_question(ex.query)
-            for i in range(len(ex.chunks))
-            if ex.is_labelled(i) and ex.labels[i] is not None
-        ]
-        if not rows:
-            return []
-        with autocast(self.device, self.config.mixed_precision):
-            got = base.extract_spans([q for q, _, _ in rows], [c for _, c, _ in rows])
-        return [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
 
     # ---- optimisation ------------------------------------------------------------------------------
     def _optimizer(self, model: EvidentialEvaluatorModel, total_steps: int):

@@ -1,0 +1,77 @@
+"""Claim-extraction fidelity of learned-evaluator checkpoints on a training config's validation split (a
+measurement, not a test).
+
+The trainer's own validation metric ``span_fidelity`` (:func:`training.trainer.trainer.span_hits`): over
+every human-labelled chunk of an open question whose label is a claim, the share whose repaired best span
+(null margin 0) matches the labelled answer (:func:`training.utils.metrics.span_matches`). The validation
+questions are the config's (split by question), so a checkpoint trained on that config never saw them.
+Several checkpoints are measured on the same rows, one line each.
+
+Usage: ``python bench/span_fidelity.py [--config configs/learned-minilm.yaml] [--set KEY=VALUE ...]
+[--checkpoint checkpoints/learned-minilm ...] [--out outputs/bench_span_fidelity.json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from training.learned.checkpoint import load_learned_model  # noqa: E402
+from training.trainer.config import load_train_config  # noqa: E402
+from training.trainer.trainer import EvidentialTrainer, span_hits  # noqa: E402
+from training.utils.io import write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default=str(ROOT / "configs/learned-minilm.yaml"))
+    ap.add_argument(
+        "--set", dest="overrides", action="append", default=[], help="a config override KEY=VALUE"
+    )
+    ap.add_argument(
+        "--checkpoint", action="append", help="a checkpoint folder (repeat; default: the shipped one)"
+    )
+    ap.add_argument("--batch", type=int, default=8, help="validation queries per span pass")
+    ap.add_argument("--out", default="outputs/bench_span_fidelity.json")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    cfg = load_train_config(args.config, args.overrides)
+    # prepare_data only reads and splits the configured data (the trainer writes nothing before train())
+    _, val = EvidentialTrainer(cfg, ROOT / "outputs" / "span-fidelity-unused", progress=False).prepare_data()
+    results = {
+        "config": args.config,
+        "overrides": args.overrides,
+        "validation_queries": len(val),
+        "checkpoints": [],
+    }
+    print(f"claim-extraction fidelity, {len(val)} validation queries of {args.config}")
+    print("| checkpoint | labelled chunks | span fidelity | seconds |")
+    print("|---|---|---|---|")
+    for ckpt in args.checkpoint or [str(ROOT / "checkpoints/learned-minilm")]:
+        model = load_learned_model(ckpt).eval()
+        t0 = time.perf_counter()
+        hits: list[bool] = []
+        for s in range(0, len(val), args.batch):
+            hits += span_hits(model, val[s : s + args.batch])
+        row = {
+            "checkpoint": ckpt,
+            "rows": len(hits),
+            "span_fidelity": sum(hits) / len(hits) if hits else None,
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        results["checkpoints"].append(row)
+        fid = "–" if row["span_fidelity"] is None else f"{row['span_fidelity']:.3f}"
+        print(f"| {ckpt} | {row['rows']} | {fid} | {row['seconds']} |")
+    write_json(args.out, results)
+
+
+if __name__ == "__main__":
+    main()
