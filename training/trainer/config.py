@@ -25,7 +25,14 @@ from training.utils.configio import (
     read_yaml_mapping,
 )
 
-__all__ = ["MIXED_PRECISION", "DataSourceConfig", "LossConfig", "TrainConfig", "load_train_config"]
+__all__ = [
+    "MIXED_PRECISION",
+    "SPAN_OCCURRENCES",
+    "DataSourceConfig",
+    "LossConfig",
+    "TrainConfig",
+    "load_train_config",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,8 +22,8 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
    space, so "12, 1666" and "4,411, and" do not join.
 6. **Lines and edges**: a span that runs over a line break keeps its first line (table cells and infobox
    fields are separate values); a span that is only a leading "The" of a name ("The" of "The Killers")
-   takes the name; surrounding spaces, trailing commas/semicolons/colons, a trailing possessive "'s"
-   and unbalanced brackets or quotes are trimmed.
+   takes the name; surrounding spaces, trailing commas/semicolons/colons, a trailing possessive ("'s",
+   or the apostrophe of "Elvis'") and unbalanced brackets or quotes are trimmed.
 
 Pure string logic (stdlib only).
 
@@ -274,6 +274,13 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
         b -= 1
     if b - a > 2 and text[b - 2 : b] in ("'s", "’s") and not text[b : b + 1].isalnum():  # "Coldplay's"
         b -= 2
+    elif (
+        b - a > 2
+        and text[b - 2 : b] in ("s'", "s’")
+        and text[a:b].count(text[b - 1]) == 1
+        and not text[b : b + 1].isalnum()
+    ):  # "Elvis'" of "Elvis' version": a possessive, not a closing quote
+        b -= 1
     # unbalanced brackets / quotes at the edges
     changed = True
     while changed and b > a:

@@ -89,6 +89,8 @@ def test_numbers_articles_lines_and_possessives():
     assert _repair("Retrieved 2016. ^ The Killers - AllMusic", "The") == "The Killers"
     assert _repair("The band began in 1990", "The") == "The"  # no name after it
     assert _repair("CD review: Coldplay's 'Direct Hits'", "Coldplay's") == "Coldplay"
+    assert _repair("a cover of Elvis' version of the song", "Elvis'") == "Elvis"
+    assert _repair("the song 'Tears' was", "'Tears'") == "'Tears'"  # a quoted title keeps its quotes
     assert _repair("Director: Quentin Tarantino\nHoward Morris", "Quentin Tarantino\nHoward") == (
         "Quentin Tarantino"
     )
