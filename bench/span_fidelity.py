@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from evidential.errors import EvidentialError  # noqa: E402
 from training.learned.checkpoint import load_learned_model  # noqa: E402
 from training.trainer.config import load_train_config  # noqa: E402
 from training.trainer.trainer import EvidentialTrainer, span_hits  # noqa: E402
@@ -74,4 +76,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except EvidentialError as exc:  # a bad config, override or checkpoint: one line, exit code 2
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

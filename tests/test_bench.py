@@ -133,3 +133,12 @@ def test_span_fidelity_benchmark_measures_checkpoints_on_the_same_rows(tmp_path,
     assert got["validation_queries"] > 0 and first["rows"] == again["rows"] > 0
     assert 0.0 <= first["span_fidelity"] == again["span_fidelity"] <= 1.0
     assert res.stdout.count(str(tiny_checkpoint)) == 2 and "span fidelity" in res.stdout
+    bad = subprocess.run(
+        [*args, "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "bad.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert bad.returncode == 2 and "missing" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "bad.json").exists()
