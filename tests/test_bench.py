@@ -77,68 +77,71 @@ def test_index_scale_benchmark_smoke():
 RAMDOCS = REPO.parent / "shared" / "data" / "ramdocs" / "RAMDocs_test.jsonl"
 
 
+def _bench(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``bench/<script>`` offline with ``args`` (output captured; 300 s at most)."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
 def test_extraction_benchmark_counts_recall(tmp_path):
     import pytest
 
     if not RAMDOCS.is_file():
         pytest.skip("../shared/data/ramdocs is absent")
     out = tmp_path / "extraction.json"
-    args = [sys.executable, str(REPO / "bench" / "extraction.py"), "--questions", "6", "--n", "3"]
-    subprocess.run(
-        [*args, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
+    _bench("extraction.py", "--questions", "6", "--n", "3", "--out", str(out))
     got = json.loads(out.read_text())
     assert got["correct"]["documents"] > 0
     r = [got["correct"][f"recall@{i}"] for i in (1, 2, 3)]
     assert all(0.0 <= x <= 1.0 for x in r) and r == sorted(r)  # recall grows with n
 
 
-def test_span_fidelity_benchmark_measures_checkpoints_on_the_same_rows(tmp_path, tiny_checkpoint):
-    import pytest
+def test_span_fidelity_benchmark_measures_checkpoints_on_the_same_rows(
+    tmp_path, tiny_checkpoint, shared_data
+):
     import yaml
 
-    if not RAMDOCS.is_file():
-        pytest.skip("../shared/data/ramdocs is absent")
+    ramdocs = shared_data / "ramdocs" / "RAMDocs_test.jsonl"
     config = tmp_path / "tiny.yaml"
     config.write_text(
         yaml.safe_dump(
-            {"data": [{"name": "ramdocs", "path": str(RAMDOCS), "limit": 12}], "validation_fraction": 0.25}
+            {"data": [{"name": "ramdocs", "path": str(ramdocs), "limit": 12}], "validation_fraction": 0.25}
         )
     )
     out = tmp_path / "fidelity.json"
-    args = [sys.executable, str(REPO / "bench" / "span_fidelity.py"), "--config", str(config)]
-    res = subprocess.run(
-        [
-            *args,
-            "--checkpoint",
-            str(tiny_checkpoint),
-            "--checkpoint",
-            str(tiny_checkpoint),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    ckpt = str(tiny_checkpoint)
+    res = _bench(
+        "span_fidelity.py",
+        "--config",
+        str(config),
+        "--checkpoint",
+        ckpt,
+        "--checkpoint",
+        ckpt,
+        "--out",
+        str(out),
     )
     got = json.loads(out.read_text())
     first, again = got["checkpoints"]  # the same checkpoint twice: the same rows, the same fidelity
     assert got["validation_queries"] > 0 and first["rows"] == again["rows"] > 0
     assert 0.0 <= first["span_fidelity"] == again["span_fidelity"] <= 1.0
-    assert res.stdout.count(str(tiny_checkpoint)) == 2 and "span fidelity" in res.stdout
-    bad = subprocess.run(
-        [*args, "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "bad.json")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    assert res.stdout.count(ckpt) == 2 and "span fidelity" in res.stdout
+    bad_out = tmp_path / "bad.json"
+    bad = _bench(
+        "span_fidelity.py",
+        "--config",
+        str(config),
+        "--checkpoint",
+        str(tmp_path / "missing"),
+        "--out",
+        str(bad_out),
+        check=False,
     )
     assert bad.returncode == 2 and "missing" in bad.stderr and "Traceback" not in bad.stderr
-    assert not (tmp_path / "bad.json").exists()
+    assert not bad_out.exists()

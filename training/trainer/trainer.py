@@ -242,6 +242,13 @@ def span_picks(
     return out
 
 
+def _token_span(chunk_tokens: torch.Tensor, offsets: torch.Tensor, a: int, b: int) -> tuple[int, int] | None:
+    """The first and last chunk token of one row that overlap the characters ``[a, b)`` (``None``: none
+    does, e.g. cut by truncation)."""
+    toks = (chunk_tokens & (offsets[:, 1] > a) & (offsets[:, 0] < b)).nonzero().flatten()
+    return (int(toks[0]), int(toks[-1])) if len(toks) else None
+
+
 def span_targets(
     chunks: list[str], claims: list[str | None], offsets: torch.Tensor, chunk_tokens: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -254,11 +261,8 @@ def span_targets(
         s = e = 0
         ok = claim is None
         if claim is not None and (pos := chunk.lower().find(claim.lower())) >= 0:
-            a, b = pos, pos + len(claim)
-            inside = chunk_tokens[n] & (offsets[n, :, 1] > a) & (offsets[n, :, 0] < b)
-            toks = inside.nonzero().flatten()
-            if len(toks):
-                s, e, ok = int(toks[0]), int(toks[-1]), True
+            if (got := _token_span(chunk_tokens[n], offsets[n], pos, pos + len(claim))) is not None:
+                (s, e), ok = got, True
         starts.append(s)
         ends.append(e)
         use.append(ok)
@@ -286,9 +290,8 @@ def span_target_masks(
         if not found and (pos := chunk.lower().find(claim.lower())) >= 0:
             found = [(pos, pos + len(claim))]
         for a, b in found:
-            toks = (chunk_tokens[r] & (offsets[r, :, 1] > a) & (offsets[r, :, 0] < b)).nonzero().flatten()
-            if len(toks):
-                starts[r, int(toks[0])] = ends[r, int(toks[-1])] = use[r] = True
+            if (got := _token_span(chunk_tokens[r], offsets[r], a, b)) is not None:
+                starts[r, got[0]] = ends[r, got[1]] = use[r] = True
     return starts, ends, use
 
 
@@ -296,9 +299,8 @@ def span_hits(model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[
     """Claim-extraction fidelity's rows of some queries: for every human-labelled chunk of an open (not
     yes/no) question whose label is a claim, whether the span head's repaired best span (null margin 0)
     matches it (:func:`training.utils.metrics.span_matches`), in one batched span pass. Empty without a
-    span head; ``model`` may be wrapped (``.module``)."""
-    base = getattr(model, "module", model)
-    if not base.config.span_head:
+    span head."""
+    if not model.config.span_head:
         return []
     rows = [
         (ex.query, ex.chunks[i], ex.claims[ex.labels[i]])
@@ -309,7 +311,7 @@ def span_hits(model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[
     ]
     if not rows:
         return []
-    got = base.extract_spans([q for q, _, _ in rows], [c for _, c, _ in rows])
+    got = model.extract_spans([q for q, _, _ in rows], [c for _, c, _ in rows])
     return [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
 
 
