@@ -511,7 +511,7 @@ def refuse_record(
     out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
     if calibration is not None:
         out.calibrated_confidence = rounded(
-            calibration.calibrated_confidence(out.confidence, out.stated_mass)
+            calibration.calibrated_confidence(out.confidence, out.stated_mass, out.route)
         )
         out.calibration = rec.calibration
     return out

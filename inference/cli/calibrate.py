@@ -82,6 +82,23 @@ def calibrate_cmd(
             "yes/no bar, the evidence scale, λ, τ and the isotonic map are fitted as usual.",
         ),
     ] = None,
+    conflict_gold: Annotated[
+        bool,
+        typer.Option(
+            "--conflict-gold/--no-conflict-gold",
+            help="A query with no gold reference whose chunks support several claims (a real conflict, e.g. "
+            "WikiContradict) counts the answer stating them as right; off: such queries enter no fit that "
+            "needs a gold reference.",
+        ),
+    ] = True,
+    route_maps: Annotated[
+        bool,
+        typer.Option(
+            "--route-maps/--no-route-maps",
+            help="Fit one isotonic confidence map per route (direct, conflict) that has enough validation "
+            "answers, besides the pooled map the other routes use.",
+        ),
+    ] = True,
     cv_folds: Annotated[
         int, typer.Option(help="Folds of the cross-fitted 'after' estimate (0: off).", min=0)
     ] = DEFAULT_FOLDS,
@@ -125,6 +142,8 @@ def calibrate_cmd(
             command=command_line(),
             frames=frames,
             state_ratio=state_ratio,
+            conflict_gold=conflict_gold,
+            route_maps=route_maps,
         )
     except (EvidentialError, TrainingDataError) as exc:
         fail(str(exc))

@@ -39,6 +39,7 @@ from inference.types import Chunk
 from training.calibration import (
     LAM_GRID,
     POWER_GRID,
+    ROUTE_MAP_MIN_QUERIES,
     SCALE_GRID,
     TAU_GRID,
     Calibration,
@@ -64,6 +65,7 @@ __all__ = [
     "CalibrationRun",
     "calibrate",
     "collect_evidence",
+    "conflict_reference",
     "load_validation_examples",
     "parse_data_spec",
     "relabel_to_frame",
@@ -180,16 +182,40 @@ def resolve_split(
     }
 
 
+def conflict_reference(ex: Any) -> Any:
+    """``ex`` (a :class:`training.trainer.trainer.QueryExample`) with a gold reference for calibration when it
+    has none and its labelled chunks support two or more claims — a real conflict, whose expected route is
+    ``conflict`` (:func:`training.trainer.trainer.expected_route`; the trainer's target is Θ): every supported
+    claim becomes gold, so the answer that states them is right, as a benchmark judges a conflict instance
+    (WikiContradict's gold answers are both passages' answers). The expected route stays ``conflict``. Any
+    other query is returned as it is. (A yes/no frame whose gold holds both answers does not enter the
+    fit of the yes/no stated-set bar: :func:`training.calibration.fit_calibration`.)
+
+    >>> from training.trainer.trainer import QueryExample
+    >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["1990", "1991"], [1, 0], None, ["conflict"] * 2, None)
+    >>> conflict_reference(ex).gold
+    [0, 1]
+    """
+    supported = sorted({lab for lab in ex.labels if lab is not None})
+    if ex.gold is not None or len(supported) < 2:
+        return ex
+    return dataclasses.replace(ex, gold=supported)
+
+
 def load_validation_examples(
     sources: list[Any],
     split: dict[str, Any],
     max_chunks: int,
     max_claims: int,
     limit: int | None = None,
+    conflict_gold: bool = True,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The validation queries of ``sources`` as :class:`training.trainer.trainer.QueryExample` (chunks capped at
     ``max_chunks`` in file order, claims at ``max_claims`` — gold and labelled first — as the trainer does),
-    keeping only fully labelled queries; and a description of the data for the calibration file."""
+    keeping only fully labelled queries; and a description of the data for the calibration file. With
+    ``conflict_gold`` a query without a gold reference whose chunks support several claims is given them as
+    its gold reference (:func:`conflict_reference`); without it such a query enters no fit that needs gold
+    (the evidence scale, the stated-set bars, the confidence map)."""
     rows = load_training_rows(SimpleNamespace(data=sources))
     train_rows, val_rows = split_by_question(rows, split["validation_fraction"], split["split_seed"])
     exs = prepare_examples(group_by_query(val_rows), max_chunks, max_claims)
@@ -197,6 +223,11 @@ def load_validation_examples(
     exs = [e for e in exs if getattr(e, "fully_labelled", True)]
     if limit is not None:
         exs = exs[:limit]
+    given = 0
+    if conflict_gold:
+        referenced = [conflict_reference(e) for e in exs]
+        given = sum(1 for a, b in zip(exs, referenced) if a is not b)
+        exs = referenced
     if not exs:
         raise CalibrationError(
             f"the validation split of the data holds no labelled query ({len(rows)} rows, "
@@ -214,6 +245,8 @@ def load_validation_examples(
         "limit": limit,
         "queries": len(exs),
         "queries_with_gold": sum(1 for e in exs if e.gold),
+        "conflict_gold": conflict_gold,
+        "conflict_queries_given_gold": given,
         "chunks": sum(len(e.chunks) for e in exs),
         "max_chunks": max_chunks,
         "max_claims": max_claims,
@@ -565,6 +598,7 @@ def _fit(
     fit_power: bool,
     cv_folds: int,
     state_ratio: float | None = None,
+    route_maps: bool = True,
 ) -> _Fitted:
     """Fit on the cached outcomes, score the configured and the fitted setting, cross-fit when there are
     enough queries (``state_ratio``: the open frames' stated-set bar, fixed instead of fitted)."""
@@ -580,6 +614,7 @@ def _fit(
         isotonic=isotonic,
         state_prior=fusion.state_ratio,
         fixed_state_ratio=state_ratio,
+        route_maps=route_maps,
     ).fit(data)
     params = calibrator.params
     before = evaluate_parameters(
@@ -628,6 +663,7 @@ def _search_info(
     isotonic: bool,
     cv_folds: int,
     state_ratio: float | None = None,
+    route_maps: bool = True,
 ) -> dict[str, Any]:
     """The ``search`` block of the calibration file: objectives, grids, the prior and notes."""
     fusion = run_config.fusion
@@ -637,7 +673,7 @@ def _search_info(
             "λ, τ1, τ2 (route accuracy, ECE tie-break)",
             "stated-set bar (exact stated sets, each source weighted equally)",
             "witness bar (the same objective at that bar; ties: off, then the higher bar)",
-            "isotonic",
+            "isotonic (pooled; per route with route maps)",
         ],
         "scale_objective": "mean log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold); "
         "ties: closest to s = p = 1",
@@ -651,6 +687,7 @@ def _search_info(
         "prior": {"lam": fusion.lam, "tau1": fusion.tau1, "tau2": fusion.tau2},
         "fit": {k: v for k, v in fitted.fit.items() if k != "notes"},
         "isotonic": isotonic,
+        "route_maps": {"on": route_maps, "min_queries": ROUTE_MAP_MIN_QUERIES} if isotonic else None,
         "cv_folds": cv_folds if fitted.cv is not None else 0,
         # the open frames' bar when it was given (--state-ratio), not fitted; absent: fitted on the grid
         **({"state_ratio_fixed": state_ratio} if state_ratio is not None else {}),
@@ -710,6 +747,8 @@ def calibrate(
     evaluator: Any = None,
     frames: str = "labelled",
     state_ratio: float | None = None,
+    conflict_gold: bool = True,
+    route_maps: bool = True,
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
 
@@ -719,6 +758,10 @@ def calibrate(
     ``frames``: ``labelled`` (the rows' candidates are the frame) or ``extracted`` (the evaluator's own
     frames, as the pipeline fuses them; :func:`relabel_to_frame`). ``state_ratio``: the open frames'
     stated-set bar, kept at this value instead of fitted (the yes/no bar, λ, τ and the rest are fitted).
+    ``conflict_gold``: a query without a gold reference whose chunks support several claims (a real conflict)
+    is calibrated with them as its gold reference (:func:`conflict_reference`). ``route_maps``: the direct
+    and the conflict route each get an isotonic map of their own when they have enough validation answers
+    (:func:`training.calibration.fit_route_isotonic`).
     """
     output = Path(output)
     if state_ratio is not None and not (
@@ -732,7 +775,9 @@ def calibrate(
     split = resolve_split(run_config, from_data, validation_fraction, split_seed)
     max_chunks = max_chunks if max_chunks is not None else run_config.k
     max_claims = max_claims if max_claims is not None else int(split["max_claims_per_query"])
-    examples, data_info = load_validation_examples(sources, split, max_chunks, max_claims, limit)
+    examples, data_info = load_validation_examples(
+        sources, split, max_chunks, max_claims, limit, conflict_gold=conflict_gold
+    )
     identity = evaluator_identity(run_config)
     cache_path = _cache_path(output, cache)
 
@@ -759,6 +804,7 @@ def calibrate(
         fit_power=fit_power,
         cv_folds=cv_folds,
         state_ratio=state_ratio,
+        route_maps=route_maps,
     )
     plot = _plot(output, fitted, cv_folds)
     cal = Calibration(
@@ -774,6 +820,7 @@ def calibrate(
             isotonic=isotonic,
             cv_folds=cv_folds,
             state_ratio=state_ratio,
+            route_maps=route_maps,
         ),
         extra=_provenance(
             run_config,

@@ -276,13 +276,11 @@ def test_the_shipped_default_drops_a_real_planted_copy_and_keeps_both_valid_answ
     assert [c["copies"] for c in rec["chunks"]][:2] == [["d1"], ["d0"]]
     said = " ".join(rec["stated_claims"])
     assert "Pennsylvania" in said and "Vermont" in said and "Springfield" not in said
-    # the planted copy tops the fused masses, but the Pennsylvania document it copies is corroborated by a
-    # third chunk: the copy is neither stated nor the committed answer
+    # the planted copy holds mass of its own (it clears the stated-set bar), but only an edited copy backs
+    # it: it is neither stated nor the committed answer, which is a valid one
     masses = {c["text"]: c["mass"] for c in rec["claims"]}
-    assert max(masses, key=masses.get) == "Springfield, Massachusetts"
-    assert rec["answer"] == "Vermont" and rec["stated_claims"][0] == "Vermont"
-    # without the rule the planted copy is stated and committed to
+    assert masses["Springfield, Massachusetts"] >= cal.state_ratio * max(masses.values())
+    assert rec["answer"] in ("Pennsylvania", "Vermont") and rec["stated_claims"][0] == rec["answer"]
+    # without the rule the planted copy is stated beside the two valid answers
     off = answer_record(res, FusionConfig(**{**cal.fusion_overrides(), "copy_overlap": None}))
-    assert (
-        "Springfield, Massachusetts" in off["stated_claims"] and off["answer"] == "Springfield, Massachusetts"
-    )
+    assert set(off["stated_claims"]) == {"Pennsylvania", "Vermont", "Springfield, Massachusetts"}

@@ -7,11 +7,17 @@
 * :mod:`~training.calibration.reliability`: reliability diagrams.
 """
 
-from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
+from training.calibration.apply import (
+    CalibrationError,
+    apply_evidence_transform,
+    isotonic_map,
+    route_isotonic_map,
+)
 from training.calibration.data import CalibrationData
 from training.calibration.fit import (
     LAM_GRID,
     POWER_GRID,
+    ROUTE_MAP_MIN_QUERIES,
     SCALE_GRID,
     STATE_RATIO_GRID,
     TAU_GRID,
@@ -25,6 +31,7 @@ from training.calibration.fit import (
     fit_calibration,
     fit_evidence_scale,
     fit_isotonic,
+    fit_route_isotonic,
     fit_state_ratio,
     fit_thresholds,
     fit_witness_ratio,
@@ -50,6 +57,7 @@ __all__ = [
     "CONFIDENCE_INPUTS",
     "LAM_GRID",
     "POWER_GRID",
+    "ROUTE_MAP_MIN_QUERIES",
     "SCALE_GRID",
     "STATE_RATIO_GRID",
     "TAU_GRID",
@@ -68,6 +76,7 @@ __all__ = [
     "fit_calibration",
     "fit_evidence_scale",
     "fit_isotonic",
+    "fit_route_isotonic",
     "fit_state_ratio",
     "fit_thresholds",
     "fit_witness_ratio",
@@ -75,6 +84,7 @@ __all__ = [
     "fused_outputs",
     "isotonic_map",
     "read_calibration",
+    "route_isotonic_map",
     "answer_hits",
     "set_hits",
     "stated_mass",

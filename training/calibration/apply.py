@@ -10,7 +10,7 @@ import torch
 
 from evidential.errors import EvidentialError
 
-__all__ = ["CalibrationError", "apply_evidence_transform", "isotonic_map"]
+__all__ = ["CalibrationError", "apply_evidence_transform", "isotonic_map", "route_isotonic_map"]
 
 
 class CalibrationError(EvidentialError):
@@ -42,3 +42,27 @@ def isotonic_map(conf, iso: dict[str, list[float]] | None):
         return np.where(conf > 0, np.interp(conf, iso["x"], iso["y"]), 0.0)
     c = float(conf)
     return float(np.interp(c, iso["x"], iso["y"])) if c > 0 else 0.0
+
+
+def route_isotonic_map(
+    conf,
+    routes,
+    iso: dict[str, list[float]] | None,
+    iso_routes: dict[str, dict[str, list[float]]] | None,
+):
+    """The isotonic map of each answer's route (``iso_routes[route]``), or the pooled map ``iso`` for a route
+    without its own (:func:`isotonic_map` for each). ``routes`` is one route name for a single confidence,
+    or one name per element of a numpy array or tensor ``conf``."""
+    if not iso_routes:
+        return isotonic_map(conf, iso)
+    if not isinstance(conf, (np.ndarray, torch.Tensor)):
+        return isotonic_map(conf, iso_routes.get(routes, iso))
+    names = list(routes)
+    if len(names) != len(conf):
+        raise CalibrationError(f"got {len(names)} routes for {len(conf)} confidences")
+    out = isotonic_map(conf, iso)
+    for name, m in iso_routes.items():
+        idx = [i for i, r in enumerate(names) if r == name]
+        if idx:
+            out[idx] = isotonic_map(conf[idx], m)
+    return out

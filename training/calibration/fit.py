@@ -25,7 +25,9 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    of gold queries, each source dataset weighted equally (every valid answer kept, minority claims such as
    planted ones dropped), ties broken by closeness to the configured bar. Fitted twice: ``state_ratio`` on
    the open frames, ``state_ratio_yes_no`` on the yes/no frames (``{yes, no}``: answers that exclude each
-   other, where one verdict is the right set), so neither kind of question decides the other's bar.
+   other, where one verdict is the right set), so neither kind of question decides the other's bar; the
+   yes/no bar on the yes/no questions with one gold answer (a conflict whose gold is both answers would
+   pull it to stating both everywhere).
    Then the **witness bar** of open frames (:func:`fit_witness_ratio`, :func:`evidential.witnessed_claims`),
    with that bar fixed, by the same objective over :data:`WITNESS_RATIO_GRID` and "off", ties broken
    toward "off" and then the higher bar (the fewer claims stated).
@@ -64,7 +66,12 @@ from evidential import (
 )
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
-from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
+from training.calibration.apply import (
+    CalibrationError,
+    apply_evidence_transform,
+    isotonic_map,
+    route_isotonic_map,
+)
 from training.calibration.data import CalibrationData
 from training.utils.metrics import expected_calibration_error
 
@@ -83,12 +90,14 @@ __all__ = [
     "fit_calibration",
     "fit_evidence_scale",
     "fit_isotonic",
+    "fit_route_isotonic",
     "fit_state_ratio",
     "fit_thresholds",
     "fit_witness_ratio",
     "fold_of",
     "fused_outputs",
     "answer_hits",
+    "ROUTE_MAP_MIN_QUERIES",
     "set_hits",
     "witness_mask",
 ]
@@ -106,6 +115,10 @@ TAU_GRID: tuple[float, ...] = tuple(round(i * 0.025, 4) for i in range(41))
 STATE_RATIO_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(21))
 #: Witness bars searched (:func:`evidential.witnessed_claims`), besides "off": 0.1, 0.15, …, 1.
 WITNESS_RATIO_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(2, 21))
+
+#: Gold queries a route needs for an isotonic map of its own (:func:`fit_route_isotonic`); fewer share the
+#: pooled map.
+ROUTE_MAP_MIN_QUERIES = 30
 
 _NLL_EPS = 1e-6
 
@@ -454,6 +467,7 @@ def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[s
     of correctness on confidence; returns its breakpoints ``{"x": [...], "y": [...]}``, which
     :meth:`Calibration.calibrated_confidence` interpolates linearly (as ``IsotonicRegression.predict``).
 
+
     Raises:
         CalibrationError: Fewer than 2 samples or fewer than 2 distinct confidences.
     """
@@ -472,6 +486,26 @@ def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[s
     return {"x": [float(v) for v in iso.X_thresholds_], "y": [float(v) for v in iso.y_thresholds_]}
 
 
+def fit_route_isotonic(
+    confidence: torch.Tensor,
+    correct: torch.Tensor,
+    routes: torch.Tensor,
+    min_queries: int = ROUTE_MAP_MIN_QUERIES,
+) -> dict[str, dict[str, list[float]]] | None:
+    """One isotonic map per route (:func:`fit_isotonic` on that route's answers) for the answering routes
+    (direct, conflict) with at least ``min_queries`` queries and 2 distinct confidences; ``None`` when no
+    route qualifies. A direct answer's fused mass and a conflict-aware answer's mean different things (a
+    conflict moves mass into U, so a conflict answer that states the right sides can hold little mass), and
+    one pooled monotone map cannot serve both; a route with too few answers keeps the pooled map."""
+    maps: dict[str, dict[str, list[float]]] = {}
+    for name in ROUTES[:2]:
+        q = routes == ROUTES.index(name)
+        if int(q.sum()) < min_queries or len(set(confidence[q].tolist())) < 2:
+            continue
+        maps[name] = fit_isotonic(confidence[q].tolist(), correct[q].tolist())
+    return maps or None
+
+
 # ---- evaluation ----------------------------------------------------------------------------------------
 def evaluate_parameters(
     data: CalibrationData,
@@ -488,6 +522,7 @@ def evaluate_parameters(
     state_ratio_yes_no: float | None = None,
     state_witness_ratio: float | str | None = None,
     confidence_input: str = "top",
+    isotonic_routes: dict[str, dict[str, list[float]]] | None = None,
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
@@ -495,7 +530,7 @@ def evaluate_parameters(
     selected claim is gold), ``answer_accuracy`` (with ``state_ratio``: the answer as stated is right,
     :func:`answer_hits`; else the selected claim; with ``state_witness_ratio`` the witnessed claims are
     stated too), ``ece`` / ``nll`` / ``brier`` of the final confidence
-    (isotonic-mapped when ``isotonic`` is given) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
+    (isotonic-mapped when ``isotonic`` is given; by each answer's route's map in ``isotonic_routes``) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
     the Eq 27 confidence itself against the selected claim (the trainer's ECE). ``details=True`` adds the
     per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
     res, conf, correct = fused_outputs(data, scale, power, lam, rule)
@@ -509,7 +544,7 @@ def evaluate_parameters(
         if confidence_input == "stated":
             c_input = stated_mass(data, res.belief, ids, state_ratio, state_ratio_yes_no, wit)
     c_fused, ok = conf[g], correct[g]
-    c_final = isotonic_map(c_input[g], isotonic)
+    c_final = route_isotonic_map(c_input[g], [ROUTES[i] for i in ids[g].tolist()], isotonic, isotonic_routes)
     n_gold = int(g.sum())
     out: dict[str, Any] = {
         "queries": len(data),
@@ -551,11 +586,14 @@ def fit_calibration(
     ratios: Sequence[float] = STATE_RATIO_GRID,
     fixed_state_ratio: float | None = None,
     witness_ratios: Sequence[float] | None = WITNESS_RATIO_GRID,
+    route_maps: bool = True,
 ) -> dict[str, Any]:
     """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → the witness bar
     → isotonic) on ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the
     yes/no frames' bar still is); its set accuracy is reported all the same. With ``witness_ratios`` None
-    the witness bar is not fitted (``state_witness_ratio`` None: the run config's stays).
+    the witness bar is not fitted (``state_witness_ratio`` None: the run config's stays). With ``route_maps``
+    (and ``isotonic``) each answering route with enough gold queries gets a map of its own
+    (:func:`fit_route_isotonic`, ``isotonic_routes``).
 
     Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
     state_ratio_yes_no, state_witness_ratio}`` (``state_ratio_yes_no`` None without a yes/no query;
@@ -582,9 +620,12 @@ def fit_calibration(
     )
     res, conf, correct = fused_outputs(data, sf.scale, sf.power, tf.lam, rule)
     routes = _route_ids(policy, res.uncertainty, tf.tau1, tf.tau2, res)
-    # one bar for open frames, one for yes/no frames (answers that exclude each other), each on its queries
+    # one bar for open frames, one for yes/no frames (answers that exclude each other), each on its queries;
+    # the yes/no bar on the questions with one right answer: a yes/no conflict whose gold is both answers
+    # (e.g. a WikiContradict question given its two sides) would pull it to stating "yes" and "no" everywhere
     yn = data.yes_no
     open_q, yn_q = torch.nonzero(~yn).flatten(), torch.nonzero(yn).flatten()
+    yn_fit = torch.nonzero(yn & ((data.gold & data.claim_mask).sum(-1) <= 1)).flatten()
     if fixed_state_ratio is not None:
         open_prior, open_ratios = float(fixed_state_ratio), (float(fixed_state_ratio),)
     else:
@@ -600,11 +641,13 @@ def fit_calibration(
             data.subset(open_q), res.belief[open_q], routes[open_q], ratio, sf.scale, sf.power, witness_ratios
         )
     ratio_yn, set_acc_yn = (
-        fit_state_ratio(data.subset(yn_q), res.belief[yn_q], routes[yn_q], state_prior, ratios)
+        fit_state_ratio(data.subset(yn_fit), res.belief[yn_fit], routes[yn_fit], state_prior, ratios)
+        if len(yn_fit)
+        else (state_prior, 0.0)
         if len(yn_q)
         else (None, None)
     )
-    iso = None
+    iso = iso_routes = None
     if isotonic:
         g = data.has_gold
         # the answer as stated: is it right, and the fused mass of what it states (each kind of frame at its
@@ -618,6 +661,8 @@ def fit_calibration(
                 mass[q] = stated_mass(sub, res.belief[q], routes[q], r, None, wit)
         try:
             iso = fit_isotonic(mass[g].tolist(), answered[g].tolist())
+            if route_maps:
+                iso_routes = fit_route_isotonic(mass[g], answered[g], routes[g])
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
     return {
@@ -633,6 +678,7 @@ def fit_calibration(
         "state_ratio_yes_no": ratio_yn,
         "state_witness_ratio": witness,
         "confidence_input": "stated",
+        "isotonic_routes": iso_routes,
         "fit": {
             "nll_identity": sf.nll_identity,
             "nll_scaled": sf.nll,
@@ -668,13 +714,31 @@ _PARAM_KEYS = (
     "state_ratio_yes_no",
     "state_witness_ratio",
     "confidence_input",
+    "isotonic_routes",
 )
+
+
+def _ece_by_source(data: CalibrationData, conf: torch.Tensor, correct: torch.Tensor) -> dict[str, dict]:
+    """Per source dataset (the key's prefix before ``:``): its gold queries, their answer accuracy, mean
+    confidence and ECE — a pooled ECE can be small while each source's is large."""
+    sources = [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
+    out: dict[str, dict] = {}
+    for src in sorted(set(sources)):
+        q = torch.tensor([s == src for s in sources], dtype=torch.bool) & data.has_gold
+        if bool(q.any()):
+            out[src] = {
+                "queries": int(q.sum()),
+                "answer_accuracy": float(correct[q].double().mean()),
+                "mean_confidence": float(conf[q].mean()),
+                "ece": _ece(conf[q], correct[q]),
+            }
+    return out
 
 
 def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> dict[str, Any]:
     """``folds``-fold cross-fitting: each query is routed and its confidence calibrated by parameters fitted
-    on the other folds (:func:`fit_calibration` with ``fit_kwargs``); metrics pooled over all queries, plus
-    the per-fold parameters. ``_confidence`` / ``_correct`` (gold queries, in data order) feed plots."""
+    on the other folds (:func:`fit_calibration` with ``fit_kwargs``); metrics pooled over all queries
+    (``ece_by_source``: per source dataset too), plus the per-fold parameters. ``_confidence`` / ``_correct`` (gold queries, in data order) feed plots."""
     if folds < 2 or folds > len(data):
         raise CalibrationError(f"cross-validation needs 2 <= folds <= queries ({len(data)}); got {folds}")
     fold = torch.tensor(fold_of(data.keys, folds))
@@ -698,10 +762,13 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         )
         if p["confidence_input"] == "stated":
             c = stated_mass(held, res.belief, routes[test], *bars)
-        conf[test] = isotonic_map(c, p["isotonic"])
+        names = [ROUTES[i] for i in routes[test].tolist()]
+        conf[test] = route_isotonic_map(c, names, p["isotonic"], p["isotonic_routes"])
         correct[test] = answer_hits(held, res.belief, routes[test], *bars)
         set_ok[test] = set_hits(held, res.belief, routes[test], *bars)
-        per_fold.append({k: v for k, v in p.items() if k != "isotonic"} | {"queries": len(test)})
+        per_fold.append(
+            {k: v for k, v in p.items() if k not in ("isotonic", "isotonic_routes")} | {"queries": len(test)}
+        )
     g = data.has_gold
     n_gold = int(g.sum())
     return {
@@ -714,6 +781,7 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         "nll": float(_nll(conf[g], correct[g])) if n_gold else 0.0,
         "brier": float(((conf[g] - correct[g].double()) ** 2).mean()) if n_gold else 0.0,
         "set_accuracy": float(set_ok[g].double().mean()) if n_gold else 0.0,
+        "ece_by_source": _ece_by_source(data, conf, correct),
         "per_fold": per_fold,
         "_confidence": conf[g].tolist(),
         "_correct": correct[g].tolist(),

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from evidential.fusion import FUSION_RULES
-from evidential.routing import ROUTING_POLICIES
-from training.calibration.apply import CalibrationError, apply_evidence_transform, isotonic_map
+from evidential.routing import ROUTES, ROUTING_POLICIES
+from training.calibration.apply import CalibrationError, apply_evidence_transform, route_isotonic_map
 from training.utils.io import loads_strict
 
 __all__ = [
@@ -62,6 +62,24 @@ def _num(d: dict, key: str, where: str, low: float, high: float, open_low: bool 
     return float(v)
 
 
+def _breakpoints(iso: Any, where: str) -> dict[str, list[float]]:
+    """An isotonic map's breakpoints ``{x, y}``, checked: equal-length non-decreasing lists in [0, 1]."""
+    xs, ys = (iso.get("x"), iso.get("y")) if isinstance(iso, dict) else (None, None)
+    ok = (
+        isinstance(xs, list)
+        and isinstance(ys, list)
+        and len(xs) == len(ys) >= 1
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*xs, *ys))
+    )
+    if not ok or not all(0 <= v <= 1 and math.isfinite(v) for v in (*xs, *ys)):
+        raise CalibrationError(
+            f"{where} must be null or {{x: [...], y: [...]}} of equal-length lists in [0, 1]"
+        )
+    if any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
+        raise CalibrationError(f"{where}: x and y must be non-decreasing")
+    return {"x": [float(v) for v in xs], "y": [float(v) for v in ys]}
+
+
 #: What a calibration's isotonic map reads: the top claim's mass (Eq 27) or the stated set's fused mass.
 CONFIDENCE_INPUTS = ("top", "stated")
 
@@ -77,7 +95,8 @@ class Calibration:
     :func:`evidential.witnessed_claims`; optional likewise, and a file that records ``"off"`` turns it off), ``confidence_input`` (what the isotonic map reads, one of
     :data:`CONFIDENCE_INPUTS`: ``"top"`` the Eq 27 confidence, the top claim's mass — files fitted before the
     field; ``"stated"`` the fused mass of the stated set, the belief that the answer as stated holds the
-    truth). Provenance: ``evaluator`` (name), ``evaluator_info``
+    truth), ``isotonic_routes`` (optional: a map per route, ``{route: breakpoints}``, for the routes with
+    enough validation answers of their own; the others use ``isotonic``). Provenance: ``evaluator`` (name), ``evaluator_info``
     (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
     ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
     ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
@@ -96,6 +115,7 @@ class Calibration:
     state_ratio_yes_no: float | None = None
     state_witness_ratio: float | str | None = None
     confidence_input: str = "top"
+    isotonic_routes: dict[str, dict[str, list[float]]] | None = None
     evaluator_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -135,21 +155,25 @@ class Calibration:
         if self.policy not in ROUTING_POLICIES:
             raise CalibrationError(f"parameters.policy: unknown routing policy {self.policy!r}")
         if self.isotonic is not None:
-            iso = self.isotonic
-            xs, ys = (iso.get("x"), iso.get("y")) if isinstance(iso, dict) else (None, None)
-            ok = (
-                isinstance(xs, list)
-                and isinstance(ys, list)
-                and len(xs) == len(ys) >= 1
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*xs, *ys))
-            )
-            if not ok or not all(0 <= v <= 1 and math.isfinite(v) for v in (*xs, *ys)):
+            self.isotonic = _breakpoints(self.isotonic, "parameters.isotonic")
+        if self.isotonic_routes is not None:
+            maps = self.isotonic_routes
+            if not isinstance(maps, dict) or not maps:
                 raise CalibrationError(
-                    "parameters.isotonic must be null or {x: [...], y: [...]} of equal-length lists in [0, 1]"
+                    "parameters.isotonic_routes must be null or a non-empty {route: {x: [...], y: [...]}} object"
                 )
-            if any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
-                raise CalibrationError("parameters.isotonic: x and y must be non-decreasing")
-            self.isotonic = {"x": [float(v) for v in xs], "y": [float(v) for v in ys]}
+            bad = sorted(set(maps) - set(ROUTES))
+            if bad:
+                raise CalibrationError(
+                    f"parameters.isotonic_routes: unknown route {bad[0]!r}; routes are {', '.join(ROUTES)}"
+                )
+            if self.isotonic is None:
+                raise CalibrationError(
+                    "parameters.isotonic_routes needs parameters.isotonic, the map of the routes without their own"
+                )
+            self.isotonic_routes = {
+                r: _breakpoints(m, f"parameters.isotonic_routes.{r}") for r, m in maps.items()
+            }
 
     @property
     def fingerprint(self) -> str | None:
@@ -160,10 +184,12 @@ class Calibration:
         """``e' = s · e^p`` (before Eqs 2–6)."""
         return apply_evidence_transform(evidence, self.scale, self.power)
 
-    def calibrated_confidence(self, confidence, stated_mass=None):
+    def calibrated_confidence(self, confidence, stated_mass=None, route=None):
         """The isotonic map of the answer's confidence (float, numpy array or tensor); identity without one.
         Its input is ``confidence`` (the Eq 27 top-claim mass) or, with ``confidence_input == "stated"``,
-        ``stated_mass`` (the fused mass of the stated set; required then). 0 (no claim) maps to 0."""
+        ``stated_mass`` (the fused mass of the stated set; required then). 0 (no claim) maps to 0. With
+        ``isotonic_routes`` the answer's ``route`` (a name, or one per element of an array) picks its map;
+        without a route, or for a route without its own map, the pooled ``isotonic`` applies."""
         if self.confidence_input == "stated":
             if stated_mass is None:
                 raise CalibrationError(
@@ -171,7 +197,8 @@ class Calibration:
                     "stated_mass: re-fuse it (`POST /fuse`, `sweep`) to compute one"
                 )
             confidence = stated_mass
-        return isotonic_map(confidence, self.isotonic)
+        routed = self.isotonic_routes if route is not None else None
+        return route_isotonic_map(confidence, route, self.isotonic, routed)
 
     def fusion_overrides(self) -> dict[str, float | None]:
         """``{lam, tau1, tau2}`` (and ``state_ratio`` / ``state_ratio_yes_no`` / ``state_witness_ratio`` when
@@ -213,6 +240,7 @@ class Calibration:
                 ),
                 # written when it is not the default of files fitted before the field, which round-trip unchanged
                 **({"confidence_input": self.confidence_input} if self.confidence_input != "top" else {}),
+                **({"isotonic_routes": self.isotonic_routes} if self.isotonic_routes is not None else {}),
             },
             "data": self.data,
             "metrics": self.metrics,
@@ -255,6 +283,7 @@ class Calibration:
             state_ratio_yes_no=params.get("state_ratio_yes_no"),  # optional: files fitted before it
             state_witness_ratio=params.get("state_witness_ratio"),  # optional: files fitted before it
             confidence_input=params.get("confidence_input", "top"),  # files fitted before it map the top mass
+            isotonic_routes=params.get("isotonic_routes"),  # optional: files fitted before per-route maps
             evaluator_info={k: v for k, v in ev.items() if k != "name"},
             data=d.get("data", {}),
             metrics=d.get("metrics", {}),

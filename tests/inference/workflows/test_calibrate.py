@@ -110,6 +110,24 @@ def test_rerun_reads_the_evidence_cache_and_refits_identically(fitted, shared_da
     assert d2["parameters"] == d["parameters"] and d2["metrics"] == d["metrics"]
 
 
+def test_the_route_maps_and_conflict_gold_switches_are_recorded(fitted, shared_data):
+    """RAMDocs has a gold reference everywhere (no conflict is given one) and its 20 validation questions are
+    too few for a route map of their own; the switches are recorded, and turning them off changes nothing
+    else here."""
+    out, d, _ = fitted
+    assert d["data"]["conflict_gold"] is True and d["data"]["conflict_queries_given_gold"] == 0
+    assert d["search"]["route_maps"] == {"on": True, "min_queries": 30}
+    assert "isotonic_routes" not in d["parameters"]  # no route had 30 gold answers
+    assert set(d["metrics"]["after_cv"]["ece_by_source"]) == {"ramdocs"}
+    plain = out.with_name("plain.json")
+    args = _calibrate_args(shared_data, plain) + ["--cache", d["evidence_cache"]]
+    r = runner.invoke(app, args + ["--no-route-maps", "--no-conflict-gold"])
+    assert r.exit_code == 0, r.output
+    d2 = json.loads(plain.read_text())
+    assert d2["data"]["conflict_gold"] is False and d2["search"]["route_maps"]["on"] is False
+    assert d2["parameters"] == d["parameters"]
+
+
 def test_state_ratio_keeps_the_open_bar_and_fits_the_rest(fitted, shared_data):
     """`--state-ratio R` keeps the open frames' bar at R (recorded as fixed) and fits everything else as
     without it, the yes/no bar included; a value outside [0, 1] is refused."""
@@ -443,3 +461,31 @@ def test_relabel_to_frame_carries_labels_to_the_claims_that_state_them():
         [],
     )  # a gold reference, no gold claim in the frame
     assert relabel_to_frame(dataclasses.replace(ex, gold=None), ["NBA"]).gold is None
+
+
+def test_conflicts_without_gold_are_calibrated_with_their_sides_as_gold(shared_data):
+    """Real WikiContradict questions: the training rows have no gold (target Θ); for calibration each one
+    whose two passages support two claims gets both as gold, as the benchmark judges it, and keeps its
+    expected route (conflict)."""
+    from inference.workflows.calibrate import conflict_reference, load_validation_examples
+    from training.trainer.trainer import expected_route
+
+    path = shared_data / "wikicontradict" / "wikicontradict_qa_refined.jsonl"
+    sources, _ = parse_data_spec(f"{{name: wikicontradict, path: {path}, limit: 60}}")
+    split = {"validation_fraction": 0.2, "split_seed": 0, "from": "test"}
+    on, info_on = load_validation_examples(sources, split, 10, 5)
+    off, info_off = load_validation_examples(sources, split, 10, 5, conflict_gold=False)
+    assert off and [e.key for e in on] == [e.key for e in off]
+    assert all(e.gold is None for e in off) and info_off["queries_with_gold"] == 0
+    for a, b in zip(off, on):
+        supported = sorted({lab for lab in a.labels if lab is not None})
+        assert b.gold == (supported if len(supported) >= 2 else None)
+        assert expected_route(a) == expected_route(b) == "conflict"
+    given = sum(e.gold is not None for e in on)
+    assert info_on["conflict_queries_given_gold"] == info_on["queries_with_gold"] == given > 0
+    assert info_on["conflict_gold"] is True and info_off["conflict_queries_given_gold"] == 0
+    # a query with a gold reference, or with one supported claim, is returned as it is
+    ramdocs_like = dataclasses.replace(off[0], gold=[0])
+    assert conflict_reference(ramdocs_like) is ramdocs_like
+    single = dataclasses.replace(off[0], labels=[0] * len(off[0].labels))
+    assert conflict_reference(single) is single

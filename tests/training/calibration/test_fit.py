@@ -13,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidential import fuse, opinions_from_evidence, route
+from evidential.routing import ROUTES
 from training.calibration import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
+    ROUTE_MAP_MIN_QUERIES,
     SCALE_GRID,
     STATE_RATIO_GRID,
     Calibration,
@@ -29,10 +31,12 @@ from training.calibration import (
     fit_calibration,
     fit_evidence_scale,
     fit_isotonic,
+    fit_route_isotonic,
     fit_thresholds,
     fold_of,
     fused_outputs,
     isotonic_map,
+    route_isotonic_map,
     set_hits,
 )
 from training.trainer.trainer import QueryExample, expected_route, score_outcomes
@@ -276,6 +280,7 @@ def test_evidence_calibrator_fits_then_applies():
             "state_ratio_yes_no",
             "state_witness_ratio",
             "confidence_input",
+            "isotonic_routes",
         )
     }
     assert cal.params["state_ratio_yes_no"] is None  # no yes/no query: no bar of its own
@@ -305,6 +310,64 @@ def test_fold_of_and_cross_validation():
     assert len(cv["_confidence"]) == cv["queries_with_gold"] == int(d.has_gold.sum())
     with pytest.raises(CalibrationError, match="folds"):
         cross_validate(d, 1)
+    # per source: the keys "q<i>" have no "source:" prefix, so they are one source named ""
+    assert list(cv["ece_by_source"]) == [""]
+    assert cv["ece_by_source"][""]["queries"] == cv["queries_with_gold"]
+    assert cv["ece_by_source"][""]["ece"] == pytest.approx(cv["ece"])
+
+
+def test_route_isotonic_maps_hand_computed_and_applied():
+    """Direct answers: right at high mass, wrong at low; conflict answers: right at any mass (a conflict moves
+    mass into U). One pooled monotone map cannot say both; a map per route can."""
+    conf = torch.tensor([0.2, 0.4, 0.6, 0.8] * 8 + [0.05, 0.1] * 16, dtype=torch.float64)
+    ok = torch.tensor([False, False, True, True] * 8 + [True, True] * 16)
+    routes = torch.tensor([0] * 32 + [1] * 32)
+    maps = fit_route_isotonic(conf, ok, routes)
+    assert set(maps) == {"direct", "conflict"}
+    assert maps["direct"] == {"x": [0.2, 0.4, 0.6, 0.8], "y": [0.0, 0.0, 1.0, 1.0]}
+    assert maps["conflict"] == {"x": [0.05, 0.1], "y": [1.0, 1.0]}
+    pooled = fit_isotonic(conf.tolist(), ok.tolist())
+    cal = Calibration(evaluator="learned", isotonic=pooled, isotonic_routes=maps)
+    assert cal.calibrated_confidence(0.1, route="conflict") == 1.0
+    assert cal.calibrated_confidence(0.3, route="direct") == 0.0
+    assert cal.calibrated_confidence(0.1, route="abstain") == cal.calibrated_confidence(0.1)  # no map: pooled
+    assert cal.calibrated_confidence(0.0, route="conflict") == 0.0  # nothing stated stays 0
+    got = cal.calibrated_confidence(np.array([0.1, 0.3, 0.7]), route=["conflict", "direct", "direct"])
+    assert got.tolist() == [1.0, 0.0, 1.0]
+    back = Calibration.from_dict(cal.to_dict())
+    assert back.isotonic_routes == maps and back.to_dict() == cal.to_dict()
+    # too few answers on a route: that route keeps the pooled map
+    assert fit_route_isotonic(conf, ok, routes, min_queries=33) is None
+    assert set(fit_route_isotonic(conf[:40], ok[:40], routes[:40])) == {"direct"}
+    with pytest.raises(CalibrationError, match="unknown route 'maybe'"):
+        Calibration(evaluator="learned", isotonic=pooled, isotonic_routes={"maybe": pooled})
+    with pytest.raises(CalibrationError, match="needs parameters.isotonic"):
+        Calibration(evaluator="learned", isotonic_routes=maps)
+    with pytest.raises(CalibrationError, match="isotonic_routes.direct: x and y must be non-decreasing"):
+        Calibration(
+            evaluator="learned", isotonic=pooled, isotonic_routes={"direct": {"x": [0.5, 0.2], "y": [0, 1]}}
+        )
+    with pytest.raises(CalibrationError, match="got 2 routes for 3"):
+        cal.calibrated_confidence(np.array([0.1, 0.3, 0.7]), route=["direct", "direct"])
+
+
+def test_fit_calibration_fits_route_maps_and_cross_fitting_applies_them():
+    d = _random_data(120, seed=3)
+    on, off = fit_calibration(d), fit_calibration(d, route_maps=False)
+    assert off["isotonic_routes"] is None and on["isotonic"] == off["isotonic"]
+    params = {k: on[k] for k in on if k != "fit"}
+    after = evaluate_parameters(d, **params, details=True)
+    raw = evaluate_parameters(d, **{**params, "isotonic": None, "isotonic_routes": None}, details=True)
+    routes = [ROUTES[i] for i, g in zip(after["_routes"], d.has_gold.tolist()) if g]
+    assert on["isotonic_routes"] is not None and set(on["isotonic_routes"]) <= {"direct", "conflict"}
+    assert all(routes.count(name) >= ROUTE_MAP_MIN_QUERIES for name in on["isotonic_routes"])
+    # each answer's stated mass goes through its route's map (the pooled one for a route without its own)
+    want = route_isotonic_map(np.array(raw["_confidence"]), routes, on["isotonic"], on["isotonic_routes"])
+    assert after["_confidence"] == pytest.approx(want.tolist(), abs=1e-12)
+    assert after["_correct"] == raw["_correct"]
+    cv_on, cv_off = cross_validate(d, 4), cross_validate(d, 4, route_maps=False)
+    assert cv_on["route_accuracy"] == cv_off["route_accuracy"]  # the maps change the confidence only
+    assert cv_on["_correct"] == cv_off["_correct"]
 
 
 def test_batched_metrics_equal_score_outcomes():
@@ -521,6 +584,29 @@ def test_yes_no_frames_get_a_bar_of_their_own():
     )
     with pytest.raises(CalibrationError, match="state_ratio_yes_no"):
         Calibration(evaluator="learned", state_ratio_yes_no=-0.1)
+
+
+def test_a_yes_no_conflict_with_both_answers_gold_does_not_move_the_yes_no_bar():
+    """Three single-answer yes/no questions want a bar above 0.6 (only "yes" is right); two yes/no conflicts
+    whose gold is both answers (a WikiContradict question given its two sides) would want one at or below it.
+    The yes/no bar is fitted on the single-answer questions only, so the conflicts cannot pull it down to
+    stating both verdicts everywhere."""
+    ev_yn = torch.tensor([[3.0, 2.0]], dtype=torch.float64)
+
+    def ex(key, gold):
+        return QueryExample(key, "q?", ["c"], ["yes", "no"], [0], gold, ["memory"], key.split(":")[0])
+
+    single = [(ex(f"conflictqa:{i}", [0]), ev_yn) for i in range(3)]
+    conflicts = [(ex(f"wikicontradict:{i}", [0, 1]), ev_yn) for i in range(2)]
+    alone = fit_calibration(CalibrationData.from_examples(single), fit_power=False, isotonic=False)
+    both = fit_calibration(CalibrationData.from_examples(single + conflicts), fit_power=False, isotonic=False)
+    assert alone["state_ratio_yes_no"] > 0.6
+    assert both["state_ratio_yes_no"] == alone["state_ratio_yes_no"]
+    only_conflicts = fit_calibration(
+        CalibrationData.from_examples(conflicts), fit_power=False, isotonic=False
+    )
+    assert only_conflicts["state_ratio_yes_no"] == 0.5  # nothing to fit it on: the prior bar
+    assert only_conflicts["fit"]["set_accuracy_yes_no"] == 0.0
 
 
 def test_set_hits_leave_out_a_claim_only_an_edited_copy_backs():

@@ -42,16 +42,22 @@ def test_shipped_calibration_round_trips_and_applies():
     assert cal.confidence_input == p["confidence_input"] == "stated"
     assert np.array_equal(cal.calibrated_confidence(np.zeros(5), conf), want)
     assert cal.calibrated_confidence(0.9, 0.3) == float(want[2])
+    # a map per answering route: an answer's route picks its map, an abstention keeps the pooled one
+    assert set(p["isotonic_routes"]) == {"direct", "conflict"} and cal.isotonic_routes == p["isotonic_routes"]
+    for name, m in p["isotonic_routes"].items():
+        assert cal.calibrated_confidence(0.9, 0.3, name) == float(np.interp(0.3, m["x"], m["y"]))
+    assert cal.calibrated_confidence(0.9, 0.3, "abstain") == float(want[2])
+    witness = p["state_witness_ratio"]
     assert cal.fusion_overrides() == {
         "lam": p["lam"],
         "tau1": p["tau1"],
         "tau2": p["tau2"],
         "state_ratio": p["state_ratio"],
         "state_ratio_yes_no": p["state_ratio_yes_no"],
-        "state_witness_ratio": p["state_witness_ratio"],
+        "state_witness_ratio": None if witness == "off" else witness,
     }
-    # the shipped default states witnessed claims (a bar fitted by `calibrate`, not "off")
-    assert 0 < cal.state_witness_ratio <= 1
+    # fitted on WikiContradict's conflicts too (both sides gold, calibration only)
+    assert raw["data"]["conflict_gold"] is True and raw["data"]["conflict_queries_given_gold"] > 0
 
 
 def test_apply_helpers_by_hand():
