@@ -391,11 +391,16 @@ def stated_mass(
     return (belief * stated.to(belief.dtype)).sum(-1)
 
 
+def _sources(data: CalibrationData) -> list[str]:
+    """Per query: its source dataset, the key's prefix before ``:`` (``""`` for a key without one)."""
+    return [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
+
+
 def _source_weights(data: CalibrationData) -> torch.Tensor:
     """Per query: ``1 / (sources · queries of its source)`` for gold queries (0 otherwise), so that each
     source dataset (the key's prefix before ``:``) weighs the same."""
     g = data.has_gold
-    sources = [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
+    sources = _sources(data)
     gold_sources = [s for s, ok in zip(sources, g.tolist()) if ok]
     counts = {s: gold_sources.count(s) for s in set(gold_sources)}
     return torch.tensor(
@@ -466,7 +471,6 @@ def fit_isotonic(confidence: Sequence[float], correct: Sequence[bool]) -> dict[s
     """Isotonic regression (scikit-learn, increasing, outputs in [0, 1], clipped outside the fitted range)
     of correctness on confidence; returns its breakpoints ``{"x": [...], "y": [...]}``, which
     :meth:`Calibration.calibrated_confidence` interpolates linearly (as ``IsotonicRegression.predict``).
-
 
     Raises:
         CalibrationError: Fewer than 2 samples or fewer than 2 distinct confidences.
@@ -596,7 +600,8 @@ def fit_calibration(
     (:func:`fit_route_isotonic`, ``isotonic_routes``).
 
     Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
-    state_ratio_yes_no, state_witness_ratio}`` (``state_ratio_yes_no`` None without a yes/no query;
+    state_ratio_yes_no, state_witness_ratio, confidence_input, isotonic_routes}`` (``isotonic_routes`` None
+    without a route map; ``state_ratio_yes_no`` None without a yes/no query;
     ``state_witness_ratio`` a bar or ``"off"``)
     and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
     steps that were skipped.
@@ -640,13 +645,14 @@ def fit_calibration(
         witness, set_acc_witness = fit_witness_ratio(
             data.subset(open_q), res.belief[open_q], routes[open_q], ratio, sf.scale, sf.power, witness_ratios
         )
-    ratio_yn, set_acc_yn = (
-        fit_state_ratio(data.subset(yn_fit), res.belief[yn_fit], routes[yn_fit], state_prior, ratios)
-        if len(yn_fit)
-        else (state_prior, 0.0)
-        if len(yn_q)
-        else (None, None)
-    )
+    if not len(yn_q):
+        ratio_yn, set_acc_yn = None, None
+    elif len(yn_fit):
+        ratio_yn, set_acc_yn = fit_state_ratio(
+            data.subset(yn_fit), res.belief[yn_fit], routes[yn_fit], state_prior, ratios
+        )
+    else:  # every yes/no question is a conflict: nothing to fit the bar on, the prior stays
+        ratio_yn, set_acc_yn = float(state_prior), 0.0
     iso = iso_routes = None
     if isotonic:
         g = data.has_gold
@@ -721,7 +727,7 @@ _PARAM_KEYS = (
 def _ece_by_source(data: CalibrationData, conf: torch.Tensor, correct: torch.Tensor) -> dict[str, dict]:
     """Per source dataset (the key's prefix before ``:``): its gold queries, their answer accuracy, mean
     confidence and ECE — a pooled ECE can be small while each source's is large."""
-    sources = [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
+    sources = _sources(data)
     out: dict[str, dict] = {}
     for src in sorted(set(sources)):
         q = torch.tensor([s == src for s in sources], dtype=torch.bool) & data.has_gold
