@@ -71,7 +71,12 @@ from inference.evaluation.rows import instance_scores, load_instances, load_rows
 from inference.generation.template import template_response
 from inference.io import atomic_write_text, rounded, write_json
 from inference.types import Chunk, DataError
-from training.calibration import CalibrationError, apply_evidence_transform, isotonic_map, read_calibration
+from training.calibration import (
+    CalibrationError,
+    apply_evidence_transform,
+    read_calibration,
+    route_isotonic_map,
+)
 from training.utils.metrics import stated_claims
 
 __all__ = [
@@ -358,11 +363,12 @@ def refuse_rows(
     judge_cache: dict[tuple[str, str], dict] | None = None,
     isotonic: dict[str, list[float]] | None = None,
     confidence_input: str = "top",
+    isotonic_routes: dict[str, dict[str, list[float]]] | None = None,
 ) -> list[dict]:
     """Re-fuse and re-route ``rows`` under ``setting`` (one batched fusion call) and score the templated
-    answers like the runner scores generated ones (with ``isotonic``, the calibration's confidence map, the
-    scored confidence is ``calibrated_confidence`` as in the run). Returns new rows (the originals are not
-    modified)."""
+    answers like the runner scores generated ones (with ``isotonic``, the calibration's confidence map — and
+    ``isotonic_routes``, its maps per route, picked by each re-routed answer's route — the scored confidence
+    is ``calibrated_confidence`` as in the run). Returns new rows (the originals are not modified)."""
     fc = setting.fusion()
     merged = fc.copy_overlap is not None and batch.copies is not None
     evidence = merge_copies(batch.evidence, batch.copies, batch.chunk_mask) if merged else batch.evidence
@@ -400,7 +406,14 @@ def refuse_rows(
         mass = rounded(sum(belief[i][j] for j, c in enumerate(claims) if c["text"] in stated))
         # as the pipeline does: the isotonic map of the record's (rounded) confidence or stated mass, rounded
         cal_conf = rounded(
-            float(isotonic_map(mass if confidence_input == "stated" else rounded(conf[i]), isotonic))
+            float(
+                route_isotonic_map(
+                    mass if confidence_input == "stated" else rounded(conf[i]),
+                    name,
+                    isotonic,
+                    isotonic_routes,
+                )
+            )
             if isotonic is not None
             else conf[i]
         )
@@ -538,7 +551,7 @@ def run_sweep(
     for name in sweepable:
         rows = per_system[name]
         batch = evidence_batch([r["record"] for r in rows])
-        sys_settings, applied, iso, iso_input = settings, None, None, "top"
+        sys_settings, applied, iso, iso_input, iso_routes = settings, None, None, "top", None
         cal = rows[0]["record"].get("calibration")
         if isinstance(cal, dict) and "scale" in cal:
             # the run applied a calibration (calibration: auto or a file): re-fuse what it fused — the scaled
@@ -546,9 +559,8 @@ def run_sweep(
             applied = {k: cal.get(k) for k in ("file", "scale", "power")}
             try:
                 read = read_calibration(cal["file"])
-                iso, iso_input = (
-                    (read.isotonic, read.confidence_input) if cal.get("isotonic") else (None, "top")
-                )
+                if cal.get("isotonic"):
+                    iso, iso_input, iso_routes = read.isotonic, read.confidence_input, read.isotonic_routes
             except (CalibrationError, OSError, KeyError, TypeError):
                 iso = None
                 applied["isotonic"] = "calibration file not readable: confidence left unmapped"
@@ -560,7 +572,7 @@ def run_sweep(
         cache: dict = {}
         entries = []
         for s in sys_settings:
-            new = refuse_rows(rows, batch, s, instances, judge, cache, iso, iso_input)
+            new = refuse_rows(rows, batch, s, instances, judge, cache, iso, iso_input, iso_routes)
             entry = {"setting": s.__dict__, **_setting_metrics(new, ref_rows, reference)}
             if s.table == "base":  # the re-fused run setting must reproduce the run's own routes
                 same = sum(a["record"]["route"] == b["record"].get("route") for a, b in zip(new, rows))
