@@ -163,12 +163,19 @@ def calibrate_cmd(
     console.print(
         f"calibrated the {cal.evaluator} evaluator on {d['queries']} validation queries "
         f"({d['queries_with_gold']} with gold): scale {cal.scale:.4g}, power {cal.power:g}, λ {cal.lam:g}, "
-        f"τ1 {cal.tau1:g}, τ2 {cal.tau2:g}, isotonic {'on' if cal.isotonic else 'off'}",
+        f"τ1 {cal.tau1:g}, τ2 {cal.tau2:g}, isotonic {'on' if cal.isotonic else 'off'}"
+        + (f" (own maps: {', '.join(cal.isotonic_routes)})" if cal.isotonic_routes else ""),
         highlight=False,
     )
     for name, row in rows:
         console.print(
             f"  {name:<22} route accuracy {row['route_accuracy']:.3f}  ECE {row['ece']:.3f}", highlight=False
+        )
+    for src, row in (m.get("after_cv") or {}).get("ece_by_source", {}).items():
+        console.print(
+            f"    {src or '(no source)':<20} {row['queries']:>4} queries  answer accuracy "
+            f"{row['answer_accuracy']:.3f}  mean confidence {row['mean_confidence']:.3f}  ECE {row['ece']:.3f}",
+            highlight=False,
         )
     for note in cal.search.get("notes", []):
         err.print(f"note: {note}", highlight=False)

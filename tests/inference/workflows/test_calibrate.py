@@ -114,8 +114,12 @@ def test_the_route_maps_and_conflict_gold_switches_are_recorded(fitted, shared_d
     """RAMDocs has a gold reference everywhere (no conflict is given one) and its 20 validation questions are
     too few for a route map of their own; the switches are recorded, and turning them off changes nothing
     else here."""
-    out, d, _ = fitted
+    out, d, stdout = fitted
     assert d["data"]["conflict_gold"] is True and d["data"]["conflict_queries_given_gold"] == 0
+    # the command prints the cross-fitted ECE per source
+    cv_ramdocs = d["metrics"]["after_cv"]["ece_by_source"]["ramdocs"]
+    (line,) = [ln.split() for ln in stdout.splitlines() if ln.strip().startswith("ramdocs ")]
+    assert line[:2] == ["ramdocs", str(cv_ramdocs["queries"])] and line[-1] == f"{cv_ramdocs['ece']:.3f}"
     assert d["search"]["route_maps"] == {"on": True, "min_queries": 30}
     assert "isotonic_routes" not in d["parameters"]  # no route had 30 gold answers
     assert set(d["metrics"]["after_cv"]["ece_by_source"]) == {"ramdocs"}
