@@ -187,19 +187,23 @@ def conflict_reference(ex: Any) -> Any:
     has none and its labelled chunks support two or more claims — a real conflict, whose expected route is
     ``conflict`` (:func:`training.trainer.trainer.expected_route`; the trainer's target is Θ): every supported
     claim becomes gold, so the answer that states them is right, as a benchmark judges a conflict instance
-    (WikiContradict's gold answers are both passages' answers). The expected route stays ``conflict``. Any
-    other query is returned as it is. (A yes/no frame whose gold holds both answers does not enter the
+    (WikiContradict's gold answers are both passages' answers). The expected route stays ``conflict``, and
+    ``conflict_gold`` marks the reference: it serves the fits of the answer as stated (stated-set bars,
+    confidence maps), not those of the single selected claim (evidence scale, the thresholds' ECE
+    tie-break), where "the selected claim is gold" would hold whatever the evidence says and would reward
+    confidence on a conflict. Any other query is returned as it is. (A yes/no frame whose gold holds both answers does not enter the
     fit of the yes/no stated-set bar: :func:`training.calibration.fit_calibration`.)
 
     >>> from training.trainer.trainer import QueryExample
     >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["1990", "1991"], [1, 0], None, ["conflict"] * 2, None)
-    >>> conflict_reference(ex).gold
-    [0, 1]
+    >>> r = conflict_reference(ex)
+    >>> r.gold, r.conflict_gold
+    ([0, 1], True)
     """
     supported = sorted({lab for lab in ex.labels if lab is not None})
     if ex.gold is not None or len(supported) < 2:
         return ex
-    return dataclasses.replace(ex, gold=supported)
+    return dataclasses.replace(ex, gold=supported, conflict_gold=True)
 
 
 def load_validation_examples(

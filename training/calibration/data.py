@@ -40,6 +40,10 @@ class CalibrationData:
         copies: Bool ``[B, k, k]``: chunk ``i`` and chunk ``i'`` of a query are near-copies of one text
             (:func:`training.utils.text.near_copies`; the stated set leaves out claims only edited copies
             back, :func:`evidential.copy_contested`); default all False.
+        conflict_gold: Bool ``[B]``: the gold reference is a conflict's supported claims, given for
+            calibration (:func:`inference.workflows.calibrate.conflict_reference`); such queries enter the
+            fits of the answer as stated but not those of the selected claim (:attr:`selected_gold`);
+            default all False.
     """
 
     evidence: torch.Tensor
@@ -52,11 +56,14 @@ class CalibrationData:
     yes_no: torch.Tensor | None = None
     complete: torch.Tensor | None = None
     copies: torch.Tensor | None = None
+    conflict_gold: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
         if self.yes_no is None:
             self.yes_no = torch.zeros(max(b, 0), dtype=torch.bool)
+        if self.conflict_gold is None:
+            self.conflict_gold = torch.zeros(max(b, 0), dtype=torch.bool)
         if self.complete is None:
             self.complete = torch.ones(max(b, 0), dtype=torch.bool)
         if self.evidence.ndim != 3:
@@ -73,6 +80,7 @@ class CalibrationData:
             ("yes_no", self.yes_no, (b,)),
             ("complete", self.complete, (b,)),
             ("copies", self.copies, (b, k, k)),
+            ("conflict_gold", self.conflict_gold, (b,)),
         ):
             if tuple(t.shape) != shape:
                 raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
@@ -86,6 +94,12 @@ class CalibrationData:
     def __len__(self) -> int:
         return int(self.evidence.shape[0])
 
+    @property
+    def selected_gold(self) -> torch.Tensor:
+        """Bool ``[B]``: the queries whose gold reference judges the selected claim — every query with one,
+        but those given a conflict's sides (:attr:`conflict_gold`), where any selected side is gold."""
+        return self.has_gold & ~self.conflict_gold
+
     @classmethod
     def from_queries(
         cls,
@@ -96,9 +110,11 @@ class CalibrationData:
         yes_no: Sequence[bool] | None = None,
         complete: Sequence[bool] | None = None,
         copies: Sequence[Sequence[Sequence[int]]] | None = None,
+        conflict_gold: Sequence[bool] | None = None,
     ) -> CalibrationData:
         """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
-        expected route names; ``copies``: per query, per chunk, the indices of its near-copies."""
+        expected route names; ``copies``: per query, per chunk, the indices of its near-copies;
+        ``conflict_gold``: per query, whether its gold reference is a conflict's sides."""
         if not (len(evidence) == len(gold) == len(expected)):
             raise CalibrationError("evidence, gold and expected routes must have one entry per query")
         widths = [int(e.shape[1]) if e.ndim == 2 else 0 for e in evidence]
@@ -137,6 +153,9 @@ class CalibrationData:
             if complete is not None
             else None,
             copies=cp,
+            conflict_gold=torch.tensor([bool(x) for x in conflict_gold], dtype=torch.bool)
+            if conflict_gold is not None
+            else None,
         )
 
     @classmethod
@@ -155,6 +174,7 @@ class CalibrationData:
             [is_yes_no_frame(ex.claims) for ex, _ in outcomes],
             [getattr(ex, "frame_complete", True) for ex, _ in outcomes],
             [near_copies(list(ex.chunks), copy_overlap) for ex, _ in outcomes],
+            [getattr(ex, "conflict_gold", False) for ex, _ in outcomes],
         )
 
     def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
@@ -170,4 +190,5 @@ class CalibrationData:
             yes_no=self.yes_no[idx],
             complete=self.complete[idx],
             copies=self.copies[idx],
+            conflict_gold=self.conflict_gold[idx],
         )

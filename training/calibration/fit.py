@@ -205,7 +205,8 @@ def fit_evidence_scale(
     powers: Sequence[float] = POWER_GRID,
 ) -> ScaleFit:
     """Fit ``e' = s · e^p`` by minimizing the log loss of the Eq 27 confidence against "the selected claim
-    is gold" over the queries with a gold reference (see the module docstring).
+    is gold" over the queries with a gold reference that judges the selected claim
+    (:attr:`CalibrationData.selected_gold`; see the module docstring).
 
     Exhaustive over ``scales × powers``; ties (within 1e-12) go to the setting closest to the identity
     (``|log s| + |log p|``). Without gold queries nothing can be fitted: the identity is returned with
@@ -215,7 +216,7 @@ def fit_evidence_scale(
     powers = sorted({float(p) for p in powers} | {1.0})
     if any(not (math.isfinite(v) and v > 0) for v in (*scales, *powers)):
         raise CalibrationError("evidence scales and powers must be finite and > 0")
-    sub = data.subset(torch.nonzero(data.has_gold).flatten())
+    sub = data.subset(torch.nonzero(data.selected_gold).flatten())
     if len(sub) == 0:
         return ScaleFit(1.0, 1.0, float("nan"), float("nan"), fitted=False)
     s_t = torch.tensor(scales, dtype=torch.float64)
@@ -270,7 +271,8 @@ def fit_thresholds(
     (the exact optimum also when a large evidence scale squeezes ``U`` below the grid's step).
 
     Objective, lexicographic: route accuracy against the expected routes (higher), the ECE of the fused
-    confidence over the gold queries (lower), then the L1 distance of ``(λ, τ1, τ2)`` to ``prior`` (the
+    confidence over the gold queries that judge the selected claim (:attr:`CalibrationData.selected_gold`;
+    lower), then the L1 distance of ``(λ, τ1, τ2)`` to ``prior`` (the
     configured values). One batched fusion per λ; all threshold pairs are routed in one policy call.
     λ is searched for the ``lambda`` rule only (the other rules keep ``prior[0]``, which they ignore).
     """
@@ -287,7 +289,7 @@ def fit_thresholds(
     if any(not 0 <= x <= 1 for x in lam_grid):
         raise CalibrationError("λ values must lie in [0, 1]")
     base = {float(t) for t in taus} | {t10, t20}
-    gold_q = data.has_gold
+    gold_q = data.selected_gold
     best: tuple | None = None
     for lam in lam_grid:
         res, conf, correct = fused_outputs(data, scale, power, lam, rule)

@@ -104,6 +104,10 @@ class QueryExample:
     # every gold answer is a claim of the frame (False for an extracted frame that misses one: no stated set
     # can then be the right one)
     frame_complete: bool = True
+    # calibration only: the gold reference is a conflict's supported claims, given because the data has none
+    # (inference.workflows.calibrate.conflict_reference); it serves the answer-level fits, not the
+    # selected-claim ones
+    conflict_gold: bool = False
 
     def is_labelled(self, i: int) -> bool:
         return self.labelled is None or self.labelled[i]
