@@ -484,6 +484,7 @@ def test_conflicts_without_gold_are_calibrated_with_their_sides_as_gold(shared_d
     for a, b in zip(off, on):
         supported = sorted({lab for lab in a.labels if lab is not None})
         assert b.gold == (supported if len(supported) >= 2 else None)
+        assert b.conflict_gold == (b.gold is not None) and not a.conflict_gold
         assert expected_route(a) == expected_route(b) == "conflict"
     given = sum(e.gold is not None for e in on)
     assert info_on["conflict_queries_given_gold"] == info_on["queries_with_gold"] == given > 0

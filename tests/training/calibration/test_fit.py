@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -233,7 +234,7 @@ def test_isotonic_breakpoints_reproduce_sklearn(samples, queries):
 
 
 # ---- the whole fit, evaluation and cross-validation ------------------------------------------------------
-def _random_data(n=40, seed=0):
+def _random_queries(n=40, seed=0):
     g = torch.Generator().manual_seed(seed)
     evs, gold, exp = [], [], []
     for i in range(n):
@@ -241,7 +242,11 @@ def _random_data(n=40, seed=0):
         evs.append(torch.rand(k, m, generator=g, dtype=torch.float64) * 4)
         gold.append([i % m] if i % 5 else None)
         exp.append(("direct", "conflict", "abstain")[i % 3])
-    return CalibrationData.from_queries(evs, gold, exp, [f"q{i}" for i in range(n)])
+    return evs, gold, exp, [f"q{i}" for i in range(n)]
+
+
+def _random_data(n=40, seed=0):
+    return CalibrationData.from_queries(*_random_queries(n, seed))
 
 
 def test_fit_calibration_is_deterministic_and_complete():
@@ -748,3 +753,30 @@ def test_fit_calibration_fits_the_witness_bar_and_the_file_keeps_it():
     # cross-fitting scores each held-out query with the witness bar fitted on the others
     cv = cross_validate(_witness_data(), folds=2, fixed_state_ratio=0.5, isotonic=False, fit_power=False)
     assert [f["state_witness_ratio"] for f in cv["per_fold"]] in (["off", 0.8], [0.8, "off"])
+
+
+def test_a_conflicts_sides_as_gold_serve_the_answer_fits_not_the_selected_claim_ones():
+    """Conflict queries whose gold is their two sides (calibration only): "the selected claim is gold" holds
+    whatever the evidence says, so they must not move the evidence scale or the thresholds' ECE tie-break;
+    they do enter the confidence map of the answer as stated."""
+    evs, gold, exp, keys = _random_queries(60, seed=5)
+    d = CalibrationData.from_queries(evs, gold, exp, keys)
+    ev = torch.tensor([[4.0, 0.0], [0.0, 3.0]], dtype=torch.float64)  # two chunks, two sides
+    both = CalibrationData.from_queries(
+        evs + [ev] * 12,
+        gold + [[0, 1]] * 12,
+        exp + ["conflict"] * 12,
+        keys + [f"wikicontradict:{i}" for i in range(12)],
+        conflict_gold=[False] * 60 + [True] * 12,
+    )
+    assert both.selected_gold.tolist() == d.has_gold.tolist() + [False] * 12
+    assert both.subset([len(d)]).conflict_gold.tolist() == [True]
+    alone, joined = fit_evidence_scale(d), fit_evidence_scale(both)
+    assert (joined.scale, joined.power, joined.nll) == (alone.scale, alone.power, alone.nll)
+    # marked as ordinary gold, the same queries do pull the scale (they reward confidence on a conflict)
+    plain = dataclasses.replace(both, conflict_gold=torch.zeros(len(both), dtype=torch.bool))
+    assert fit_evidence_scale(plain).nll != alone.nll
+    # the answer-level metrics see them: a conflict answer that states either side is right
+    scored = evaluate_parameters(both, lam=0.6, tau1=0.35, tau2=0.99, state_ratio=0.5, details=True)
+    assert scored["queries_with_gold"] == int(d.has_gold.sum()) + 12
+    assert scored["_routes"][-12:] == [1] * 12 and scored["_correct"][-12:] == [True] * 12
