@@ -191,8 +191,8 @@ def conflict_reference(ex: Any) -> Any:
     ``conflict_gold`` marks the reference: it serves the fits of the answer as stated (stated-set bars,
     confidence maps), not those of the single selected claim (evidence scale, the thresholds' ECE
     tie-break), where "the selected claim is gold" would hold whatever the evidence says and would reward
-    confidence on a conflict. Any other query is returned as it is. (A yes/no frame whose gold holds both answers does not enter the
-    fit of the yes/no stated-set bar: :func:`training.calibration.fit_calibration`.)
+    confidence on a conflict. Any other query is returned as it is. (A yes/no frame whose gold holds both
+    answers does not enter the fit of the yes/no stated-set bar: :func:`training.calibration.fit_calibration`.)
 
     >>> from training.trainer.trainer import QueryExample
     >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["1990", "1991"], [1, 0], None, ["conflict"] * 2, None)
@@ -679,10 +679,11 @@ def _search_info(
             "witness bar (the same objective at that bar; ties: off, then the higher bar)",
             "isotonic (pooled; per route with route maps)",
         ],
-        "scale_objective": "mean log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold); "
+        "scale_objective": "mean log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold, "
+        "but a conflict's sides given as gold); "
         "ties: closest to s = p = 1",
         "threshold_objective": "route accuracy vs training.trainer.trainer.expected_route; ties: ECE (15 bins) of the "
-        "fused confidence, then L1 distance of (λ, τ1, τ2) to the configured values",
+        "fused confidence (the scale's queries), then L1 distance of (λ, τ1, τ2) to the configured values",
         "transform": "e' = scale * e ** power",
         "scale_grid": [min(SCALE_GRID), max(SCALE_GRID), len(SCALE_GRID)],
         "power_grid": list(POWER_GRID) if fit_power else [1.0],
