@@ -227,11 +227,8 @@ def load_validation_examples(
     exs = [e for e in exs if getattr(e, "fully_labelled", True)]
     if limit is not None:
         exs = exs[:limit]
-    given = 0
     if conflict_gold:
-        referenced = [conflict_reference(e) for e in exs]
-        given = sum(1 for a, b in zip(exs, referenced) if a is not b)
-        exs = referenced
+        exs = [conflict_reference(e) for e in exs]
     if not exs:
         raise CalibrationError(
             f"the validation split of the data holds no labelled query ({len(rows)} rows, "
@@ -250,7 +247,7 @@ def load_validation_examples(
         "queries": len(exs),
         "queries_with_gold": sum(1 for e in exs if e.gold),
         "conflict_gold": conflict_gold,
-        "conflict_queries_given_gold": given,
+        "conflict_queries_given_gold": sum(1 for e in exs if e.conflict_gold),
         "chunks": sum(len(e.chunks) for e in exs),
         "max_chunks": max_chunks,
         "max_claims": max_claims,

@@ -17,6 +17,12 @@ from training.utils.text import near_copies
 
 __all__ = ["ROUTE_ID", "CalibrationData"]
 
+
+def _flags(values: Sequence[bool] | None) -> torch.Tensor | None:
+    """A per-query bool tensor from a sequence (``None`` stays ``None``: the field's default applies)."""
+    return None if values is None else torch.tensor([bool(x) for x in values], dtype=torch.bool)
+
+
 #: Route name → the id used in :attr:`CalibrationData.expected`.
 ROUTE_ID = {name: i for i, name in enumerate(ROUTES)}
 
@@ -148,14 +154,10 @@ class CalibrationData:
             has_gold=torch.tensor([x is not None for x in gold], dtype=torch.bool),
             expected=torch.tensor([ROUTE_ID[r] for r in expected], dtype=torch.long),
             keys=list(keys) if keys is not None else [],
-            yes_no=torch.tensor([bool(x) for x in yes_no], dtype=torch.bool) if yes_no is not None else None,
-            complete=torch.tensor([bool(x) for x in complete], dtype=torch.bool)
-            if complete is not None
-            else None,
+            yes_no=_flags(yes_no),
+            complete=_flags(complete),
             copies=cp,
-            conflict_gold=torch.tensor([bool(x) for x in conflict_gold], dtype=torch.bool)
-            if conflict_gold is not None
-            else None,
+            conflict_gold=_flags(conflict_gold),
         )
 
     @classmethod

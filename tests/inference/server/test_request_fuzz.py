@@ -17,13 +17,7 @@ from inference.types import load_chunks
 
 QUESTION = 'Who is the artist of the album "Crazy World"?'
 CHUNKS = [asdict(c) for c in load_chunks(SAMPLE_PATH.parent / "example_chunks.jsonl")]
-TRAPS = [
-    b"[" * 100_000 + b"]" * 100_000,
-    b'{"question": NaN}',
-    b'{"question": "q", "lam": 1e999}',
-    b"\xff\xfe",
-    b"",
-]
+TRAPS = [b"[" * 100_000 + b"]" * 100_000, b'{"question": NaN}', b'{"question": "q", "lam": 1e999}', b"\xff\xfe", b""]
 
 
 @pytest.fixture(scope="module")
