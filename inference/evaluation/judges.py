@@ -17,7 +17,7 @@ The labels (``None`` = not applicable) feed the judge-based rates of :mod:`infer
 
 Two judges share the :class:`Judge` interface and are chosen by name through :data:`JUDGES`:
 
-* ``label`` (:class:`LabelJudge`, ``label/1.0``): deterministic rules over the dataset's annotations (gold
+* ``label`` (:class:`LabelJudge`, ``label/1.1``): deterministic rules over the dataset's annotations (gold
   answers, planted wrong answers, per-passage answer labels, conflict sides). No model, so CPU runs give
   meaningful numbers without a strong LLM. The rules are in the class docstring.
 * ``llm`` (:class:`LLMJudge`, prompt ``judge/1.0``): an instruction LLM on any backend of
@@ -60,6 +60,7 @@ __all__ = [
     "LABEL_JUDGE_VERSION",
     "STOPWORDS",
     "SUPPORT_THRESHOLD",
+    "strip_chunk_ids",
     "Judge",
     "JudgeError",
     "JudgeInput",
@@ -84,7 +85,7 @@ JUDGE_LABELS = (
 EXPECTED_BEHAVIOURS = ("answerable", "ambiguous", "misinformation", "conflict", "unanswerable")
 _CONFLICT_BEHAVIOURS = frozenset({"conflict", "ambiguous", "misinformation"})  # = metrics.CONFLICT_BEHAVIOURS
 
-LABEL_JUDGE_VERSION = "label/1.0"
+LABEL_JUDGE_VERSION = "label/1.1"
 JUDGE_PROMPT_VERSION = "judge/1.0"
 SUPPORT_THRESHOLD = 0.5
 
@@ -245,6 +246,20 @@ _SAYS_WORDS = frozenset(
         "claims",
     }
 )
+
+
+def strip_chunk_ids(text: str, chunk_ids: Sequence[str]) -> str:
+    """``text`` with every whole occurrence of each chunk id replaced by a space.
+
+    An id is removed only where it is not part of a longer word or id, so ``doc/1`` leaves ``doc/10``
+    alone; longer ids are removed first.
+
+    >>> strip_chunk_ids("No [sources: cqa:ab12/3, cqa:ab12/10]", ["cqa:ab12/3", "cqa:ab12/1"])
+    'No [sources:  , cqa:ab12/10]'
+    """
+    for cid in sorted({c for c in chunk_ids if c}, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w:/.-]){re.escape(cid)}(?![\w/-])", " ", text)
+    return text
 
 
 def _tokens(text: str) -> list[str]:
@@ -414,9 +429,13 @@ def _stated_answers(response: str, known: _Known, question: str) -> set[str]:
 
 @JUDGES.register("label")
 class LabelJudge:
-    """Deterministic judge over the dataset's annotations (``label/1.0``): no model, same verdict every run.
+    """Deterministic judge over the dataset's annotations (``label/1.1``): no model, same verdict every run.
 
     Definitions (all matching on SQuAD-normalized text, :func:`training.utils.text.normalize_text`):
+
+    * **Said**: the response with the ids of the chunks the system saw removed (:func:`strip_chunk_ids`). A
+      citation is not a statement: "[sources: conflictqa:…/3]" neither uses conflict language nor states
+      the answer "3". Every rule below reads the said text. (``label/1.0`` read the raw response.)
 
     * **Known answers**: the gold answers; the *wrong* answers (``wrong_answers`` plus the answers of passages
       labelled ``misinfo``, minus any that is also gold); the other labelled passage answers and conflict-side
@@ -484,6 +503,7 @@ class LabelJudge:
         inst = item.instance
         text = item.response or ""
         chunks = item.seen_chunks()
+        text = strip_chunk_ids(text, [str(c.id) for c in chunks])
         behaviour = inst.expected_behaviour
         refused = bool(self.refusal(text))
         known = _known_answers(inst)

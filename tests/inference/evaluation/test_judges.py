@@ -75,7 +75,7 @@ def test_gold_answer_is_supported_and_not_contradicted(judge, ramdocs):
         "appropriate_refusal": True,
         "answer_support": True,
     }
-    assert j.judge == "label/1.0" and not j.cached and j.valid
+    assert j.judge == "label/1.1" and not j.cached and j.valid
     assert j.details["stated_gold"] == ["1902"] and j.details["stated_wrong"] == []
     assert j.details["support"] == 1.0  # the citation id is not counted as unsupported content
     assert json.loads(json.dumps(j.to_dict()))["labels"] == j.labels
@@ -189,6 +189,24 @@ def test_conflictqa_leading_polarity_against_the_gold(judge, conflictqa):
     assert both["conflict_recognition"] is True and both["contradicted_assertion"] is False
 
 
+def test_citations_are_not_statements(judge, conflictqa, ramdocs):
+    # a ConflictQA chunk id holds "conflict": citing it is not conflict language (label/1.0 counted it)
+    inst = next(i for i in conflictqa if i.gold_answers == ["yes"])
+    cited = f"no [sources: {inst.passages[1].id}, {inst.passages[3].id}]"
+    j = judge.judge(inst, cited)
+    assert j.details["conflict_cue"] is None and j.labels["conflict_recognition"] is False
+    assert j.labels["contradicted_assertion"] is True
+    assert _labels(judge, inst, "no, the sources conflict")["conflict_recognition"] is True
+    # a RAMDocs id ends in the chunk's index: citing chunk 3 does not state the planted answer "3"
+    inst = _by_question(ramdocs, "How many libraries are part of the LCLS?")
+    assert "3" in inst.wrong_answers and len(inst.passages) > 3
+    j = judge.judge(inst, f"15 [sources: {inst.passages[0].id}, {inst.passages[3].id}]")
+    assert j.details["stated_wrong"] == [] and j.details["stated_gold"] == ["15"]
+    assert j.labels["contradicted_assertion"] is False
+    # an id the system did not see stays text
+    assert judge.judge(inst, "15 or 3", inst.passages[:1]).details["stated_wrong"] == ["3"]
+
+
 def test_leading_polarity_and_support_helpers():
     assert leading_polarity("Answer: no") == "no"
     assert leading_polarity("No, it is not.") == "no"
@@ -209,7 +227,7 @@ def test_label_judge_is_deterministic_and_registered(judge, ramdocs):
     assert first[1].details["refused"] is True  # an empty response is a refusal
     assert isinstance(judge, Judge) and set(JUDGES.names()) >= {"label", "llm"}
     assert isinstance(build_judge("label"), LabelJudge)
-    assert judge.describe()["version"] == "label/1.0"
+    assert judge.describe()["version"] == "label/1.1"
     assert judge.describe()["refusal_detector"] == "refusal/1.0"
 
 
