@@ -91,6 +91,16 @@ def calibrate_cmd(
             "needs a gold reference.",
         ),
     ] = True,
+    side_conflicts: Annotated[
+        bool,
+        typer.Option(
+            "--side-conflicts/--no-side-conflicts",
+            help="A query whose chunks not labelled as planted support a claim outside its gold reference "
+            "(two sides of a conflict, e.g. ConflictQA's memory and counter-memory passages) is calibrated "
+            "as a conflict: expected route conflict, every supported claim right. Off: its gold reference "
+            "stands and the other side counts as misinformation to discount.",
+        ),
+    ] = False,
     route_maps: Annotated[
         bool,
         typer.Option(
@@ -144,6 +154,7 @@ def calibrate_cmd(
             state_ratio=state_ratio,
             conflict_gold=conflict_gold,
             route_maps=route_maps,
+            side_conflicts=side_conflicts,
         )
     except (EvidentialError, TrainingDataError) as exc:
         fail(str(exc))

@@ -66,6 +66,8 @@ __all__ = [
     "calibrate",
     "collect_evidence",
     "conflict_reference",
+    "side_conflict_reference",
+    "PLANTED_DOC_TYPES",
     "load_validation_examples",
     "parse_data_spec",
     "relabel_to_frame",
@@ -206,6 +208,44 @@ def conflict_reference(ex: Any) -> Any:
     return dataclasses.replace(ex, gold=supported, conflict_gold=True)
 
 
+#: Chunk types whose answer is planted misinformation: a claim only they support is not a side of a conflict.
+PLANTED_DOC_TYPES = ("misinfo",)
+
+
+def side_conflict_reference(ex: Any) -> Any:
+    """``ex`` with its supported claims as the gold reference when a chunk that is not labelled as planted
+    (:data:`PLANTED_DOC_TYPES`) supports a claim outside its gold reference: the sources are two sides of a
+    conflict, not a true answer and a planted one. ConflictQA is the case: two passages argue for the
+    parametric-memory answer and two for the counter-memory answer, and the benchmark judges such a
+    question as a conflict (both sides stated), while its gold holds the one side StrategyQA calls true,
+    which no reading of the passages can find. With the reference the expected route is ``conflict``
+    (:func:`training.trainer.trainer.expected_route`: several supported gold claims) and
+    ``conflict_gold`` is set, so, as for :func:`conflict_reference`, the reference serves the answer-level
+    fits and not the selected-claim ones. Any other query (misinformation next to a gold answer, several
+    gold answers, a query with no gold reference) is returned as it is.
+
+    >>> from training.trainer.trainer import QueryExample
+    >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["yes", "no"], [0, 1], [0], ["memory", "counter"], None)
+    >>> r = side_conflict_reference(ex)
+    >>> r.gold, r.conflict_gold
+    ([0, 1], True)
+    >>> planted = QueryExample("k", "q?", ["c1", "c2"], ["A", "B"], [0, 1], [0], ["correct", "misinfo"], None)
+    >>> side_conflict_reference(planted).gold
+    [0]
+    """
+    if ex.gold is None:
+        return ex
+    side = any(
+        lab is not None and lab not in ex.gold and ex.doc_types[i] not in PLANTED_DOC_TYPES
+        for i, lab in enumerate(ex.labels)
+    )
+    if not side:
+        return ex
+    return dataclasses.replace(
+        ex, gold=sorted({lab for lab in ex.labels if lab is not None}), conflict_gold=True
+    )
+
+
 def load_validation_examples(
     sources: list[Any],
     split: dict[str, Any],
@@ -213,13 +253,16 @@ def load_validation_examples(
     max_claims: int,
     limit: int | None = None,
     conflict_gold: bool = True,
+    side_conflicts: bool = False,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The validation queries of ``sources`` as :class:`training.trainer.trainer.QueryExample` (chunks capped at
     ``max_chunks`` in file order, claims at ``max_claims`` — gold and labelled first — as the trainer does),
     keeping only fully labelled queries; and a description of the data for the calibration file. With
     ``conflict_gold`` a query without a gold reference whose chunks support several claims is given them as
     its gold reference (:func:`conflict_reference`); without it such a query enters no fit that needs gold
-    (the evidence scale, the stated-set bars, the confidence map)."""
+    (the evidence scale, the stated-set bars, the confidence map). With ``side_conflicts`` a query whose
+    unplanted chunks support a claim outside its gold is given all its supported claims as its reference
+    (:func:`side_conflict_reference`)."""
     rows = load_training_rows(SimpleNamespace(data=sources))
     train_rows, val_rows = split_by_question(rows, split["validation_fraction"], split["split_seed"])
     exs = prepare_examples(group_by_query(val_rows), max_chunks, max_claims)
@@ -229,6 +272,8 @@ def load_validation_examples(
         exs = exs[:limit]
     if conflict_gold:
         exs = [conflict_reference(e) for e in exs]
+    if side_conflicts:
+        exs = [side_conflict_reference(e) for e in exs]
     if not exs:
         raise CalibrationError(
             f"the validation split of the data holds no labelled query ({len(rows)} rows, "
@@ -248,6 +293,7 @@ def load_validation_examples(
         "queries_with_gold": sum(1 for e in exs if e.gold),
         "conflict_gold": conflict_gold,
         "conflict_queries_given_gold": sum(1 for e in exs if e.conflict_gold),
+        "side_conflicts": side_conflicts,
         "chunks": sum(len(e.chunks) for e in exs),
         "max_chunks": max_chunks,
         "max_claims": max_claims,
@@ -751,6 +797,7 @@ def calibrate(
     state_ratio: float | None = None,
     conflict_gold: bool = True,
     route_maps: bool = True,
+    side_conflicts: bool = False,
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
 
@@ -763,7 +810,10 @@ def calibrate(
     ``conflict_gold``: a query without a gold reference whose chunks support several claims (a real conflict)
     is calibrated with them as its gold reference (:func:`conflict_reference`). ``route_maps``: the direct
     and the conflict route each get an isotonic map of their own when they have enough validation answers
-    (:func:`training.calibration.fit_route_isotonic`).
+    (:func:`training.calibration.fit_route_isotonic`). ``side_conflicts``: a query whose unplanted chunks
+    support a claim outside its gold reference (two sides of a conflict, ConflictQA's memory and counter
+    memory) is calibrated as a conflict with every supported claim as its reference
+    (:func:`side_conflict_reference`).
     """
     output = Path(output)
     if state_ratio is not None and not (
@@ -778,7 +828,13 @@ def calibrate(
     max_chunks = max_chunks if max_chunks is not None else run_config.k
     max_claims = max_claims if max_claims is not None else int(split["max_claims_per_query"])
     examples, data_info = load_validation_examples(
-        sources, split, max_chunks, max_claims, limit, conflict_gold=conflict_gold
+        sources,
+        split,
+        max_chunks,
+        max_claims,
+        limit,
+        conflict_gold=conflict_gold,
+        side_conflicts=side_conflicts,
     )
     identity = evaluator_identity(run_config)
     cache_path = _cache_path(output, cache)

@@ -130,6 +130,15 @@ def test_the_route_maps_and_conflict_gold_switches_are_recorded(fitted, shared_d
     d2 = json.loads(plain.read_text())
     assert d2["data"]["conflict_gold"] is False and d2["search"]["route_maps"]["on"] is False
     assert d2["parameters"] == d["parameters"]
+    # RAMDocs' only non-gold claims are planted: --side-conflicts is recorded and finds no side conflict
+    assert d["data"]["side_conflicts"] is False
+    sides = out.with_name("sides.json")
+    args = _calibrate_args(shared_data, sides) + ["--cache", d["evidence_cache"], "--side-conflicts"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    d3 = json.loads(sides.read_text())
+    assert d3["data"]["side_conflicts"] is True and d3["data"]["conflict_queries_given_gold"] == 0
+    assert d3["parameters"] == d["parameters"]
 
 
 def test_state_ratio_keeps_the_open_bar_and_fits_the_rest(fitted, shared_data):
@@ -494,3 +503,41 @@ def test_conflicts_without_gold_are_calibrated_with_their_sides_as_gold(shared_d
     assert conflict_reference(ramdocs_like) is ramdocs_like
     single = dataclasses.replace(off[0], labels=[0] * len(off[0].labels))
     assert conflict_reference(single) is single
+
+
+def test_side_conflicts_are_calibrated_as_conflicts(shared_data):
+    """Real ConflictQA questions: two passages argue for each answer and the gold is one of them; with
+    ``side_conflicts`` both supported answers become the reference and the expected route turns from direct
+    to conflict. RAMDocs questions, whose only non-gold claims are planted (``misinfo``) answers, stay as
+    they are."""
+    from inference.workflows.calibrate import load_validation_examples, side_conflict_reference
+    from training.trainer.trainer import expected_route
+
+    cqa = shared_data / "conflictqa" / "conflictQA-strategyQA-gpt4.jsonl"
+    ram = shared_data / "ramdocs" / "RAMDocs_test.jsonl"
+    sources = [
+        *parse_data_spec(f"{{name: conflictqa, path: {cqa}, limit: 60}}")[0],
+        *parse_data_spec(f"{{name: ramdocs, path: {ram}, limit: 80}}")[0],
+    ]
+    split = {"validation_fraction": 0.3, "split_seed": 0, "from": "test"}
+    off, info_off = load_validation_examples(sources, split, 10, 5)
+    on, info_on = load_validation_examples(sources, split, 10, 5, side_conflicts=True)
+    assert [e.key for e in on] == [e.key for e in off]
+    assert info_on["side_conflicts"] is True and info_off["side_conflicts"] is False
+    sides = 0
+    for a, b in zip(off, on):
+        supported = sorted({lab for lab in a.labels if lab is not None})
+        if a.source == "conflictqa":
+            assert len(supported) == 2 and len(a.gold) == 1 and expected_route(a) == "direct"
+            assert b.gold == supported and b.conflict_gold and expected_route(b) == "conflict"
+            sides += 1
+        else:
+            assert b is a or (b.gold, b.conflict_gold) == (a.gold, a.conflict_gold)
+            assert set(
+                a.doc_types[i] for i, lab in enumerate(a.labels) if lab is not None and lab not in a.gold
+            ) <= {"misinfo"}
+    assert sides > 0 and any(e.source == "ramdocs" and expected_route(e) == "direct" for e in on)
+    assert info_on["conflict_queries_given_gold"] == info_off["conflict_queries_given_gold"] + sides
+    # a query without a gold reference is left to conflict_reference
+    no_gold = dataclasses.replace(off[0], gold=None)
+    assert side_conflict_reference(no_gold) is no_gold
