@@ -17,7 +17,7 @@ The labels (``None`` = not applicable) feed the judge-based rates of :mod:`infer
 
 Two judges share the :class:`Judge` interface and are chosen by name through :data:`JUDGES`:
 
-* ``label`` (:class:`LabelJudge`, ``label/1.1``): deterministic rules over the dataset's annotations (gold
+* ``label`` (:class:`LabelJudge`, ``label/1.2``): deterministic rules over the dataset's annotations (gold
   answers, planted wrong answers, per-passage answer labels, conflict sides). No model, so CPU runs give
   meaningful numbers without a strong LLM. The rules are in the class docstring.
 * ``llm`` (:class:`LLMJudge`, prompt ``judge/1.0``): an instruction LLM on any backend of
@@ -85,7 +85,7 @@ JUDGE_LABELS = (
 EXPECTED_BEHAVIOURS = ("answerable", "ambiguous", "misinformation", "conflict", "unanswerable")
 _CONFLICT_BEHAVIOURS = frozenset({"conflict", "ambiguous", "misinformation"})  # = metrics.CONFLICT_BEHAVIOURS
 
-LABEL_JUDGE_VERSION = "label/1.1"
+LABEL_JUDGE_VERSION = "label/1.2"
 JUDGE_PROMPT_VERSION = "judge/1.0"
 SUPPORT_THRESHOLD = 0.5
 
@@ -205,11 +205,12 @@ STOPWORDS = frozenset(
     during before after above below up down out off again further once also too very just only not no yes
     any all both each few more most other some such own same s t
     answer answers according source sources chunk chunks document documents passage passages context
-    question based evidence provided states stated state says said say
+    question based evidence provided states stated state says said say competing
     """.split()
 )
 """Tokens left out of the token-overlap support: English function words (normalized, so articles are
-already gone), yes/no, and the meta words of answer phrasing ("according to the sources, the answer is")."""
+already gone), yes/no, and the meta words of answer phrasing ("according to the sources, the answer is",
+"competing answers")."""
 
 CONFLICT_CUES = re.compile(
     r"\b(?:conflict\w*|disagree\w*|contradict\w*|inconsisten\w*|discrepan\w*|disput\w*"
@@ -328,14 +329,17 @@ def token_support(
     """Token-overlap support of a response by the chunks it saw.
 
     The response's *content tokens* are its distinct SQuAD-normalized tokens minus :data:`STOPWORDS`, the
-    question's tokens (restating the question asserts nothing) and the ``exclude`` tokens (citation ids such
-    as ``c1``). Support is the fraction of content tokens that occur among the chunks' normalized tokens;
-    ``None`` when there is no content token.
+    question's tokens (restating the question asserts nothing), the ``exclude`` tokens (citation ids such
+    as ``c1``) and the words of its conflict language (:data:`CONFLICT_CUES`: "the sources disagree" says
+    something of the sources, not of the world). Support is the fraction of content tokens that occur among
+    the chunks' normalized tokens; ``None`` when there is no content token.
 
     >>> token_support("Built in 1902 by Smith and Jones.", [Chunk("c1", "The courthouse was built in 1902.")])
     0.5
+    >>> token_support("The sources disagree; competing answers: 1902.", [Chunk("c1", "Built in 1902.")])
+    1.0
     """
-    content = {t for t in _tokens(response) if t not in STOPWORDS}
+    content = {t for t in _tokens(CONFLICT_CUES.sub(" ", response)) if t not in STOPWORDS}
     content -= set(_tokens(question)) | set(exclude)
     if not content:
         return None
@@ -429,7 +433,7 @@ def _stated_answers(response: str, known: _Known, question: str) -> set[str]:
 
 @JUDGES.register("label")
 class LabelJudge:
-    """Deterministic judge over the dataset's annotations (``label/1.1``): no model, same verdict every run.
+    """Deterministic judge over the dataset's annotations (``label/1.2``): no model, same verdict every run.
 
     Definitions (all matching on SQuAD-normalized text, :func:`training.utils.text.normalize_text`):
 
@@ -450,7 +454,10 @@ class LabelJudge:
       determiner and does not count), or "says yes" / "the answer is no".
     * **Leading polarity**: the yes/no the response's first clause opens with.
     * **Refusal**: :func:`inference.evaluation.metrics.is_refusal` (empty responses are refusals).
-    * **Support**: :func:`token_support` over the chunks the system saw (citation ids excluded).
+    * **Support**: :func:`token_support` over the chunks the system saw (citation ids and conflict language
+      excluded; ``label/1.1`` counted the words of "the sources disagree; competing answers" as unsupported
+      content, so a conflict-aware answer stating one short claim had support 0.2 where the same claim as a
+      direct answer had 1.0).
 
     Labels:
 

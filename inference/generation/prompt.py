@@ -3,7 +3,7 @@
 The system message holds the shared role and data rules plus the instruction of the route (Eq 15):
 *direct* — answer with the highest-mass claim and cite its supporting chunks (one sentence per answer when
 several claims are stated); *conflict* — say that the sources disagree and list the stated competing claims
-with their sources and masses, presenting none as settled;
+with their sources (the masses order them but are not written), presenting none as settled;
 *abstain* — decline and say what evidence would be needed. The user message holds the question, the ranked
 evidence summary (claims by fused mass, their supporting chunk ids, ``U_global`` and its ignorance and
 conflict parts) and the chunk texts between ``<chunk>`` delimiters — with ``chunk_context="cited"`` (the
@@ -40,7 +40,7 @@ __all__ = [
     "quoted_chunks",
 ]
 
-GENERATION_PROMPT_VERSION = "routed-answer/1.2"
+GENERATION_PROMPT_VERSION = "routed-answer/1.3"
 #: Which chunks the prompt quotes: those the presented claims cite, or every retrieved one.
 CHUNK_CONTEXTS = ("cited", "all")
 NOTHING_CITED = "(no chunk is quoted: none supports a claim this answer presents)"
@@ -62,7 +62,7 @@ ROUTE_INSTRUCTIONS: dict[str, str] = {
     ),
     "conflict": (
         "Route: CONFLICT-AWARE ANSWER. The sources disagree. State that the sources disagree, then list "
-        "each competing claim with the ids of its supporting chunks and its mass. Do not present any one "
+        "each competing claim with the ids of its supporting chunks. Do not present any one "
         "claim as the settled answer."
     ),
     "abstain": (
@@ -79,9 +79,7 @@ ROUTE_TASKS: dict[str, str] = {
         "The question has several valid answers (the name may refer to different entities). Write one "
         "short sentence per answer, each with its chunk ids: {claims}."
     ),
-    "conflict": (
-        'Write "The sources disagree." Then write one line per claim with its chunk ids and mass: {claims}.'
-    ),
+    "conflict": ('Write "The sources disagree." Then write one line per claim with its chunk ids: {claims}.'),
     "abstain": "Write that you cannot answer reliably, then say what evidence would be needed.",
 }
 

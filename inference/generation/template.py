@@ -61,22 +61,16 @@ def template_response(
     r = rendered_route(inp)
     if r == "direct" and len(shown) == 1:
         return f"{answer} [sources: {', '.join(shown[0]['chunk_ids'])}]"
+    parts = [
+        f"{c['text']}" + (f" [sources: {', '.join(c['chunk_ids'])}]" if c["chunk_ids"] else "") for c in shown
+    ]
     if r == "direct":
-        parts = [
-            f"{c['text']}" + (f" [sources: {', '.join(c['chunk_ids'])}]" if c["chunk_ids"] else "")
-            for c in shown
-        ]
         return (
             "The sources support several answers, which may refer to different entities of that name: "
             + "; ".join(parts)
             + "."
         )
     if r == "conflict":
-        parts = [
-            f"{c['text']} (mass {c['mass']:.2f}"
-            + (f"; sources: {', '.join(c['chunk_ids'])})" if c["chunk_ids"] else ")")
-            for c in shown
-        ]
         return "The sources disagree; competing answers: " + "; ".join(parts) + "."
     return ABSTAIN_TEXT
 

@@ -75,7 +75,7 @@ def test_gold_answer_is_supported_and_not_contradicted(judge, ramdocs):
         "appropriate_refusal": True,
         "answer_support": True,
     }
-    assert j.judge == "label/1.1" and not j.cached and j.valid
+    assert j.judge == "label/1.2" and not j.cached and j.valid
     assert j.details["stated_gold"] == ["1902"] and j.details["stated_wrong"] == []
     assert j.details["support"] == 1.0  # the citation id is not counted as unsupported content
     assert json.loads(json.dumps(j.to_dict()))["labels"] == j.labels
@@ -207,6 +207,25 @@ def test_citations_are_not_statements(judge, conflictqa, ramdocs):
     assert judge.judge(inst, "15 or 3", inst.passages[:1]).details["stated_wrong"] == ["3"]
 
 
+def test_conflict_language_is_not_unsupported_content(judge, ramdocs):
+    # a claim read off a chunk but not a known answer: the direct and the conflict-aware rendering of it get
+    # the same support (label/1.1 counted "disagree" and "competing" as unsupported words: 1/3)
+    inst = _by_question(ramdocs, "When was the Dallas County Courthouse built?")
+    word = next(
+        w
+        for w in inst.passages[0].text.split()
+        if w.isalpha() and len(w) > 6 and w.lower() not in inst.question.lower()
+    )
+    cid = inst.passages[0].id
+    direct = judge.judge(inst, f"{word} [sources: {cid}]")
+    conflict = judge.judge(inst, f"The sources disagree; competing answers: {word} [sources: {cid}].")
+    assert direct.details["support"] == conflict.details["support"] == 1.0
+    assert direct.labels["unsupported_assertion"] is conflict.labels["unsupported_assertion"] is False
+    assert conflict.details["conflict_cue"] == "disagree"  # still conflict language for the CRR rule
+    # words the chunks lack stay unsupported content beside conflict language
+    assert token_support("The accounts differ: zyxwv qwrtp.", inst.passages[:1]) == 0.0
+
+
 def test_leading_polarity_and_support_helpers():
     assert leading_polarity("Answer: no") == "no"
     assert leading_polarity("No, it is not.") == "no"
@@ -227,7 +246,7 @@ def test_label_judge_is_deterministic_and_registered(judge, ramdocs):
     assert first[1].details["refused"] is True  # an empty response is a refusal
     assert isinstance(judge, Judge) and set(JUDGES.names()) >= {"label", "llm"}
     assert isinstance(build_judge("label"), LabelJudge)
-    assert judge.describe()["version"] == "label/1.1"
+    assert judge.describe()["version"] == "label/1.2"
     assert judge.describe()["refusal_detector"] == "refusal/1.0"
 
 

@@ -76,7 +76,7 @@ def test_conflict_prompt_exact_text():
         '[c1] source: "wiki/France"\n<chunk>\nParis is the capital of France.\n</chunk>\n\n'
         "[c2]\n<chunk>\nLyon is the capital of France.\n</chunk>\n\n"
         "[c3]\n<chunk>\nFrance's capital city is Paris.\n</chunk>\n\n"
-        'TASK: Write "The sources disagree." Then write one line per claim with its chunk ids and mass: '
+        'TASK: Write "The sources disagree." Then write one line per claim with its chunk ids: '
         '"Paris"; "Lyon".'
     )
 
@@ -180,7 +180,7 @@ def test_template_conflict_with_tied_masses_keeps_frame_order():
     assert rec["route"] == "conflict" and rec["uncertainty"] == pytest.approx(19 / 49, abs=1e-6)
     assert [c["mass"] for c in rec["claims"]] == [pytest.approx(15 / 49, abs=1e-6)] * 2
     assert rec["answer"] == "Paris"  # argmax of a tie: the first claim
-    expected = "The sources disagree; competing answers: Paris (mass 0.31; sources: c1); Lyon (mass 0.31; sources: c2)."
+    expected = "The sources disagree; competing answers: Paris [sources: c1]; Lyon [sources: c2]."
     assert rec["response"] == expected and rec["cited_chunk_ids"] == ["c1", "c2"]
     out = TemplateGenerator().generate_batch([generation_input_from_record(rec)])[0]
     assert out.text == expected and out.route == "conflict"
@@ -211,12 +211,13 @@ def test_template_skips_zero_mass_claims_and_is_the_answer_modules_template():
     assert inference.answer.template_response is template_response
     claims = [claim("a1", "A", 0.2, ["c1"]), claim("a2", "B", 0.0, []), claim("a3", "C", 0.5, ["c2", "c3"])]
     assert template_response("conflict", claims, "C") == (
-        "The sources disagree; competing answers: C (mass 0.50; sources: c2, c3); A (mass 0.20; sources: c1)."
+        "The sources disagree; competing answers: C [sources: c2, c3]; A [sources: c1]."
     )
     assert template_response("direct", claims, "C") == "C [sources: c2, c3]"
     assert template_response("direct", claims, "not in frame") == ABSTAIN_TEXT
     claims.append(claim("a4", "D", 0.1, []))  # mass, but no chunk supports it: no empty sources part
-    assert template_response("conflict", claims, "C").endswith("A (mass 0.20; sources: c1); D (mass 0.10).")
+    assert template_response("conflict", claims, "C").endswith("A [sources: c1]; D.")
+    assert "mass" not in template_response("conflict", claims, "C")  # the masses stay in the record
 
 
 # --- post-check and fallback on a scripted backend -----------------------------------------------------
