@@ -98,9 +98,10 @@ def calibrate_cmd(
             help="A query whose chunks not labelled as planted support a claim outside its gold reference "
             "(two sides of a conflict, e.g. ConflictQA's memory and counter-memory passages) is calibrated "
             "as a conflict: expected route conflict, every supported claim right. Off: its gold reference "
-            "stands and the other side counts as misinformation to discount.",
+            "stands and the other side counts as misinformation to discount (the shipped calibration is "
+            "fitted with it on).",
         ),
-    ] = False,
+    ] = True,
     route_maps: Annotated[
         bool,
         typer.Option(

@@ -797,7 +797,7 @@ def calibrate(
     state_ratio: float | None = None,
     conflict_gold: bool = True,
     route_maps: bool = True,
-    side_conflicts: bool = False,
+    side_conflicts: bool = True,
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
 

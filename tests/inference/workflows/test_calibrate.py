@@ -130,14 +130,14 @@ def test_the_route_maps_and_conflict_gold_switches_are_recorded(fitted, shared_d
     d2 = json.loads(plain.read_text())
     assert d2["data"]["conflict_gold"] is False and d2["search"]["route_maps"]["on"] is False
     assert d2["parameters"] == d["parameters"]
-    # RAMDocs' only non-gold claims are planted: --side-conflicts is recorded and finds no side conflict
-    assert d["data"]["side_conflicts"] is False
+    # RAMDocs' only non-gold claims are planted: side conflicts (on by default) are recorded and none is found
+    assert d["data"]["side_conflicts"] is True and d["data"]["conflict_queries_given_gold"] == 0
     sides = out.with_name("sides.json")
-    args = _calibrate_args(shared_data, sides) + ["--cache", d["evidence_cache"], "--side-conflicts"]
+    args = _calibrate_args(shared_data, sides) + ["--cache", d["evidence_cache"], "--no-side-conflicts"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     d3 = json.loads(sides.read_text())
-    assert d3["data"]["side_conflicts"] is True and d3["data"]["conflict_queries_given_gold"] == 0
+    assert d3["data"]["side_conflicts"] is False
     assert d3["parameters"] == d["parameters"]
 
 
