@@ -79,7 +79,7 @@ ROUTE_TASKS: dict[str, str] = {
         "The question has several valid answers (the name may refer to different entities). Write one "
         "short sentence per answer, each with its chunk ids: {claims}."
     ),
-    "conflict": ('Write "The sources disagree." Then write one line per claim with its chunk ids: {claims}.'),
+    "conflict": 'Write "The sources disagree." Then write one line per claim with its chunk ids: {claims}.',
     "abstain": "Write that you cannot answer reliably, then say what evidence would be needed.",
 }
 
