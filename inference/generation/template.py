@@ -62,7 +62,7 @@ def template_response(
     if r == "direct" and len(shown) == 1:
         return f"{answer} [sources: {', '.join(shown[0]['chunk_ids'])}]"
     parts = [
-        f"{c['text']}" + (f" [sources: {', '.join(c['chunk_ids'])}]" if c["chunk_ids"] else "") for c in shown
+        c["text"] + (f" [sources: {', '.join(c['chunk_ids'])}]" if c["chunk_ids"] else "") for c in shown
     ]
     if r == "direct":
         return (
