@@ -17,7 +17,7 @@ The labels (``None`` = not applicable) feed the judge-based rates of :mod:`infer
 
 Two judges share the :class:`Judge` interface and are chosen by name through :data:`JUDGES`:
 
-* ``label`` (:class:`LabelJudge`, ``label/1.2``): deterministic rules over the dataset's annotations (gold
+* ``label`` (:class:`LabelJudge`, ``label/1.3``): deterministic rules over the dataset's annotations (gold
   answers, planted wrong answers, per-passage answer labels, conflict sides). No model, so CPU runs give
   meaningful numbers without a strong LLM. The rules are in the class docstring.
 * ``llm`` (:class:`LLMJudge`, prompt ``judge/1.0``): an instruction LLM on any backend of
@@ -50,6 +50,7 @@ from training.utils.text import normalize_text
 
 __all__ = [
     "CONFLICT_CUES",
+    "HEDGE_CUES",
     "EXPECTED_BEHAVIOURS",
     "JUDGES",
     "JUDGE_LABELS",
@@ -85,7 +86,7 @@ JUDGE_LABELS = (
 EXPECTED_BEHAVIOURS = ("answerable", "ambiguous", "misinformation", "conflict", "unanswerable")
 _CONFLICT_BEHAVIOURS = frozenset({"conflict", "ambiguous", "misinformation"})  # = metrics.CONFLICT_BEHAVIOURS
 
-LABEL_JUDGE_VERSION = "label/1.2"
+LABEL_JUDGE_VERSION = "label/1.3"
 JUDGE_PROMPT_VERSION = "judge/1.0"
 SUPPORT_THRESHOLD = 0.5
 
@@ -224,6 +225,14 @@ CONFLICT_CUES = re.compile(
 "mixed evidence". A surface cue: "the conflict in Vietnam" matches too, which is why the ``conflict`` rule
 also requires a stated side."""
 
+HEDGE_CUES = re.compile(
+    r"\b(?:do(?:es)? not settle (?:this|it|the question)|(?:not |in)conclusive|best[- ]supported"
+    r"|(?:un|not )certain|unsure|not sure)\b",
+    re.IGNORECASE,
+)
+"""Hedging language ("the sources do not settle this; the best-supported answer is X"): like conflict
+language it says something of the evidence, not of the world, and is left out of the token support."""
+
 _YES = frozenset({"yes", "true", "correct"})
 _NO = frozenset({"no", "false", "incorrect"})
 _LEAD_FILLERS = frozenset({"answer", "final", "short", "my", "is", "verdict", "response", "well", "so"})
@@ -330,16 +339,20 @@ def token_support(
 
     The response's *content tokens* are its distinct SQuAD-normalized tokens minus :data:`STOPWORDS`, the
     question's tokens (restating the question asserts nothing), the ``exclude`` tokens (citation ids such
-    as ``c1``) and the words of its conflict language (:data:`CONFLICT_CUES`: "the sources disagree" says
-    something of the sources, not of the world). Support is the fraction of content tokens that occur among
+    as ``c1``) and the words of its conflict and hedging language (:data:`CONFLICT_CUES`,
+    :data:`HEDGE_CUES`: "the sources disagree" says something of the sources, not of the world). Support is the fraction of content tokens that occur among
     the chunks' normalized tokens; ``None`` when there is no content token.
 
     >>> token_support("Built in 1902 by Smith and Jones.", [Chunk("c1", "The courthouse was built in 1902.")])
     0.5
     >>> token_support("The sources disagree; competing answers: 1902.", [Chunk("c1", "Built in 1902.")])
     1.0
+    >>> token_support("The sources do not settle this; the best-supported answer is 1902.", [Chunk("c1", "Built in 1902.")])
+    1.0
     """
-    content = {t for t in _tokens(CONFLICT_CUES.sub(" ", response)) if t not in STOPWORDS}
+    content = {
+        t for t in _tokens(HEDGE_CUES.sub(" ", CONFLICT_CUES.sub(" ", response))) if t not in STOPWORDS
+    }
     content -= set(_tokens(question)) | set(exclude)
     if not content:
         return None
@@ -433,7 +446,7 @@ def _stated_answers(response: str, known: _Known, question: str) -> set[str]:
 
 @JUDGES.register("label")
 class LabelJudge:
-    """Deterministic judge over the dataset's annotations (``label/1.2``): no model, same verdict every run.
+    """Deterministic judge over the dataset's annotations (``label/1.3``): no model, same verdict every run.
 
     Definitions (all matching on SQuAD-normalized text, :func:`training.utils.text.normalize_text`):
 
@@ -457,7 +470,7 @@ class LabelJudge:
     * **Support**: :func:`token_support` over the chunks the system saw (citation ids and conflict language
       excluded; ``label/1.1`` counted the words of "the sources disagree; competing answers" as unsupported
       content, so a conflict-aware answer stating one short claim had support 0.2 where the same claim as a
-      direct answer had 1.0).
+      direct answer had 1.0; ``label/1.3`` leaves hedging language out too, :data:`HEDGE_CUES`).
 
     Labels:
 

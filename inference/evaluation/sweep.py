@@ -6,7 +6,7 @@ claims with their supporting chunk ids. This module rebuilds the ``[N, k, M]`` e
 system's rows (padded, with chunk and claim masks), and for each setting of the grid re-runs opinions →
 fusion → routing in ONE batched call (:func:`evidential.fuse`, :func:`evidential.route`), renders the
 route's deterministic template answer (:func:`inference.generation.template_response`) and scores it with
-the run's own metrics (:func:`inference.evaluation.rows.instance_scores`, the ``label/1.2`` judge, the
+the run's own metrics (:func:`inference.evaluation.rows.instance_scores`, the ``label/1.3`` judge, the
 report's per-seed metrics). So sweeping λ, the rule, τ1/τ2 or the policy costs milliseconds per setting,
 and the generator is never asked again: the swept rows are *templated* answers, stated in every table.
 

@@ -26,6 +26,7 @@ __all__ = [
     "attach_generation",
     "cited_chunk_ids",
     "generation_input_from_record",
+    "is_inconclusive",
     "presented_claims",
     "ranked_claims",
     "rendered_route",
@@ -212,6 +213,15 @@ def presented_claims(inp: GenerationInput) -> list[Mapping[str, Any]]:
         kept = [c for c in ranked if stated is None or c["text"] in stated]
         return kept or ranked[:1]
     return []
+
+
+def is_inconclusive(inp: GenerationInput) -> bool:
+    """Whether a conflict-aware answer has no competing claim to state: the conflict route presents one
+    claim and no other claim holds fused mass. The uncertainty that chose the route is then ignorance (weak
+    evidence for one answer), not disagreement, and the answer must not say that the sources disagree."""
+    if rendered_route(inp) != "conflict":
+        return False
+    return len(presented_claims(inp)) == 1 and len(ranked_claims(inp.claims)) == 1
 
 
 def cited_chunk_ids(inp: GenerationInput) -> list[str]:

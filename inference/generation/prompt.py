@@ -3,7 +3,9 @@
 The system message holds the shared role and data rules plus the instruction of the route (Eq 15):
 *direct* — answer with the highest-mass claim and cite its supporting chunks (one sentence per answer when
 several claims are stated); *conflict* — say that the sources disagree and list the stated competing claims
-with their sources (the masses order them but are not written), presenting none as settled;
+with their sources (the masses order them but are not written), presenting none as settled (when it presents
+one claim and no other claim holds mass, the *inconclusive* instruction replaces it: say that the sources do
+not settle the question and give that claim as the best-supported answer, not as a side of a disagreement);
 *abstain* — decline and say what evidence would be needed. The user message holds the question, the ranked
 evidence summary (claims by fused mass, their supporting chunk ids, ``U_global`` and its ignorance and
 conflict parts) and the chunk texts between ``<chunk>`` delimiters — with ``chunk_context="cited"`` (the
@@ -22,6 +24,7 @@ from inference.evaluators.contract import chunk_field
 from inference.generation.base import (
     GenerationInput,
     cited_chunk_ids,
+    is_inconclusive,
     presented_claims,
     ranked_claims,
     rendered_route,
@@ -40,7 +43,7 @@ __all__ = [
     "quoted_chunks",
 ]
 
-GENERATION_PROMPT_VERSION = "routed-answer/1.3"
+GENERATION_PROMPT_VERSION = "routed-answer/1.4"
 #: Which chunks the prompt quotes: those the presented claims cite, or every retrieved one.
 CHUNK_CONTEXTS = ("cited", "all")
 NOTHING_CITED = "(no chunk is quoted: none supports a claim this answer presents)"
@@ -65,6 +68,13 @@ ROUTE_INSTRUCTIONS: dict[str, str] = {
         "each competing claim with the ids of its supporting chunks. Do not present any one "
         "claim as the settled answer."
     ),
+    # the conflict route with one presented claim and no other claim holding mass (is_inconclusive): the
+    # uncertainty is ignorance, and there is no disagreement to report
+    "inconclusive": (
+        "Route: CONFLICT-AWARE ANSWER. The evidence is weak: one claim has some support and no source "
+        "gives another answer. Say that the sources do not settle the question, then give that claim as the "
+        "best-supported answer with the ids of its supporting chunks. Do not say that the sources disagree."
+    ),
     "abstain": (
         "Route: ABSTAIN. The evidence is too weak or too contradictory to answer. Decline to answer, and "
         "say what evidence would be needed to answer (for example a source that states the answer "
@@ -80,6 +90,11 @@ ROUTE_TASKS: dict[str, str] = {
         "short sentence per answer, each with its chunk ids: {claims}."
     ),
     "conflict": 'Write "The sources disagree." Then write one line per claim with its chunk ids: {claims}.',
+    # the conflict route presenting one claim: other claims hold less mass, or none does (is_inconclusive)
+    "conflict_one": 'Write "The sources disagree; the best-supported answer is" followed by {claim}, then cite {cites}.',
+    "inconclusive": (
+        'Write "The sources do not settle this; the best-supported answer is" followed by {claim}, then cite {cites}.'
+    ),
     "abstain": "Write that you cannot answer reliably, then say what evidence would be needed.",
 }
 
@@ -153,6 +168,11 @@ def build_generation_prompt(
             answer=json.dumps(presented[0]["text"], ensure_ascii=False),
             cites=_cites(list(presented[0]["chunk_ids"])),
         )
+    elif r == "conflict" and len(presented) == 1:
+        task = ROUTE_TASKS["inconclusive" if is_inconclusive(inp) else "conflict_one"].format(
+            claim=json.dumps(presented[0]["text"], ensure_ascii=False),
+            cites=_cites(list(presented[0]["chunk_ids"])),
+        )
     elif r == "conflict":
         task = ROUTE_TASKS["conflict"].format(
             claims="; ".join(json.dumps(c["text"], ensure_ascii=False) for c in presented)
@@ -168,5 +188,5 @@ def build_generation_prompt(
         f"CHUNKS:\n{quoted if shown or not inp.chunks else NOTHING_CITED}\n\n"
         f"TASK: {task}"
     )
-    system = f"{SYSTEM_PREAMBLE}\n\n{ROUTE_INSTRUCTIONS[r]}"
+    system = f"{SYSTEM_PREAMBLE}\n\n{ROUTE_INSTRUCTIONS['inconclusive' if is_inconclusive(inp) else r]}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -3,8 +3,9 @@
 It renders the three routes of Eq 15 from the fused evidence alone: the direct answer states the selected
 claim (Eq 27) with its supporting chunks, and the other stated claims when several clear the bar
 (:func:`evidential.stated_mask`); the conflict-aware answer says that the sources disagree and lists the
-stated claims, highest mass first, with their mass and sources; the abstention declines and says what
-evidence would be needed.
+stated claims, highest mass first, with their sources (when it states one claim and no other claim holds
+mass, it says that the sources do not settle the question instead: there is nothing to disagree with); the
+abstention declines and says what evidence would be needed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from inference.generation.base import (
     GenerationInput,
     GenerationOutput,
     cited_chunk_ids,
+    is_inconclusive,
     presented_claims,
     rendered_route,
 )
@@ -46,7 +48,9 @@ def template_response(
             (direct) or every claim with positive mass (conflict).
 
     A direct route without a selected claim, or a conflict route without a claim of positive mass, has
-    nothing to present and renders the abstention. A direct route that states several claims gives each
+    nothing to present and renders the abstention. A conflict route that states one claim names it as the
+    best-supported answer: the sources disagree when other claims hold mass, and they do not settle the
+    question when none does (:func:`~inference.generation.base.is_inconclusive`). A direct route that states several claims gives each
     with its sources (the question may name several entities). Ties in mass keep the claims' frame order.
     A claim no chunk supports (mass from alignment alone) is listed without a sources part.
     """
@@ -70,6 +74,9 @@ def template_response(
             + "; ".join(parts)
             + "."
         )
+    if r == "conflict" and len(parts) == 1:
+        lead = "The sources do not settle this" if is_inconclusive(inp) else "The sources disagree"
+        return f"{lead}; the best-supported answer is {parts[0]}."
     if r == "conflict":
         return "The sources disagree; competing answers: " + "; ".join(parts) + "."
     return ABSTAIN_TEXT

@@ -75,7 +75,7 @@ def test_gold_answer_is_supported_and_not_contradicted(judge, ramdocs):
         "appropriate_refusal": True,
         "answer_support": True,
     }
-    assert j.judge == "label/1.2" and not j.cached and j.valid
+    assert j.judge == "label/1.3" and not j.cached and j.valid
     assert j.details["stated_gold"] == ["1902"] and j.details["stated_wrong"] == []
     assert j.details["support"] == 1.0  # the citation id is not counted as unsupported content
     assert json.loads(json.dumps(j.to_dict()))["labels"] == j.labels
@@ -222,6 +222,13 @@ def test_conflict_language_is_not_unsupported_content(judge, ramdocs):
     assert direct.details["support"] == conflict.details["support"] == 1.0
     assert direct.labels["unsupported_assertion"] is conflict.labels["unsupported_assertion"] is False
     assert conflict.details["conflict_cue"] == "disagree"  # still conflict language for the CRR rule
+    # hedging language is not content either (label/1.2 counted "settle" and "bestsupported": 1/3), and it
+    # is not conflict language: a lone claim does not tell a conflict apart
+    hedged = judge.judge(
+        inst, f"The sources do not settle this; the best-supported answer is {word} [sources: {cid}]."
+    )
+    assert hedged.details["support"] == 1.0 and hedged.labels["unsupported_assertion"] is False
+    assert hedged.details["conflict_cue"] is None and not hedged.details["refused"]
     # words the chunks lack stay unsupported content beside conflict language
     assert token_support("The accounts differ: zyxwv qwrtp.", inst.passages[:1]) == 0.0
 
@@ -246,7 +253,7 @@ def test_label_judge_is_deterministic_and_registered(judge, ramdocs):
     assert first[1].details["refused"] is True  # an empty response is a refusal
     assert isinstance(judge, Judge) and set(JUDGES.names()) >= {"label", "llm"}
     assert isinstance(build_judge("label"), LabelJudge)
-    assert judge.describe()["version"] == "label/1.2"
+    assert judge.describe()["version"] == "label/1.3"
     assert judge.describe()["refusal_detector"] == "refusal/1.0"
 
 

@@ -143,7 +143,7 @@ def test_evaluate_end_to_end_resumes_and_reports(tmp_path, cfg, systems, ramdocs
     report = (tmp_path / "run" / "report.md").read_text()
     for title in ("Table 3", "Table 4", "Table 5", "Table 7", "Table 8", "Table 11", "Table 13"):
         assert title in report
-    assert "all-MiniLM-L6-v2" in report and "label/1.2" in report
+    assert "all-MiniLM-L6-v2" in report and "label/1.3" in report
     for png in ("reliability.png", "hallucination_crr.png", "routes_over_u.png"):
         assert (tmp_path / "run" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

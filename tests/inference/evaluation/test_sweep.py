@@ -226,7 +226,7 @@ def test_sweep_matches_fusing_each_record_directly(learned_run):
         res = fuse(opinions_from_evidence(ev), lam=0.2)
         assert n["record"]["route"] == route(res, 0.3, 0.6).names
         assert n["record"]["uncertainty"] == pytest.approx(res.uncertainty.item(), abs=1e-6)
-        assert n["judge"]["judge"] == "label/1.2"
+        assert n["judge"]["judge"] == "label/1.3"
 
 
 def test_report_embeds_the_sweep_tables(learned_run):

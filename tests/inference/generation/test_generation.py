@@ -28,6 +28,7 @@ from inference.generation import (
     can_share_backend,
     check_output,
     generation_input_from_record,
+    is_inconclusive,
     template_response,
 )
 from inference.types import Chunk, ChunkEvidence, DataError
@@ -218,6 +219,35 @@ def test_template_skips_zero_mass_claims_and_is_the_answer_modules_template():
     claims.append(claim("a4", "D", 0.1, []))  # mass, but no chunk supports it: no empty sources part
     assert template_response("conflict", claims, "C").endswith("A [sources: c1]; D.")
     assert "mass" not in template_response("conflict", claims, "C")  # the masses stay in the record
+
+
+def test_conflict_route_with_one_stated_claim_says_disagreement_only_when_another_claim_has_mass():
+    alone = [claim("a1", "Swimming", 0.56, ["c1"]), claim("a2", "Golf", 0.0, [])]
+    inconclusive = inp("conflict", alone, "Swimming", u=0.44)
+    assert is_inconclusive(inconclusive)
+    assert template_response("conflict", alone, "Swimming") == (
+        "The sources do not settle this; the best-supported answer is Swimming [sources: c1]."
+    )
+    system, user = build_generation_prompt(inconclusive)
+    assert system["content"].endswith(ROUTE_INSTRUCTIONS["inconclusive"])
+    assert "Do not say that the sources disagree" in system["content"]
+    assert user["content"].endswith(
+        'TASK: Write "The sources do not settle this; the best-supported answer is" followed by "Swimming", '
+        "then cite [c1]."
+    )
+    # a second claim holds mass but is not stated (below the bar): the sources do disagree
+    rival = [claim("a1", "AFL", 0.6, ["c1", "c2"]), claim("a2", "basketball", 0.15, ["c3"])]
+    outvoted = GenerationInput("Q?", "conflict", rival, 0.25, 0.0, 0.25, "AFL", stated=["AFL"])
+    assert not is_inconclusive(outvoted)
+    assert template_response("conflict", rival, "AFL", ["AFL"]) == (
+        "The sources disagree; the best-supported answer is AFL [sources: c1, c2]."
+    )
+    system, user = build_generation_prompt(outvoted)
+    assert system["content"].endswith(ROUTE_INSTRUCTIONS["conflict"])
+    assert 'followed by "AFL", then cite [c1], [c2].' in user["content"]
+    # two stated claims, or another route: never inconclusive
+    assert not is_inconclusive(inp("conflict", rival, "AFL", u=0.25))
+    assert not is_inconclusive(inp("direct", alone, "Swimming", u=0.1))
 
 
 # --- post-check and fallback on a scripted backend -----------------------------------------------------

@@ -39,7 +39,7 @@ def make_row(
             "should_refuse": behaviour == "unanswerable",
             "confidence": confidence,
         },
-        "judge": {"judge": "label/1.2", "labels": labels or {}},
+        "judge": {"judge": "label/1.3", "labels": labels or {}},
         "latency_s": latency,
         "batch_size": 2,
     }

@@ -22,7 +22,7 @@ META = {
     "evaluator": "evidential = learned",
     "generator": "template",
     "k": 5,
-    "judge": "label/1.2",
+    "judge": "label/1.3",
     "bertscore": {"model": "mini", "layer": 6},
 }
 
@@ -52,7 +52,7 @@ def test_sections_come_in_table_order(metrics):
     assert titles == [
         "# Evaluation report — ramdocs",
         "## Table 3 — answer quality",
-        "## Table 4 — hallucination and conflict resolution (judge: label/1.2)",
+        "## Table 4 — hallucination and conflict resolution (judge: label/1.3)",
         "## Table 5 — refusal (Eqs 23–25)",
         "## Table 7 — calibration (ECE with 15 equal-width bins, Eqs 26–27; AURC)",
         "## Table 8 — behaviour breakdown",
