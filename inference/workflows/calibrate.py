@@ -221,14 +221,16 @@ def side_conflict_reference(ex: Any) -> Any:
     which no reading of the passages can find. With the reference the expected route is ``conflict``
     (:func:`training.trainer.trainer.expected_route`: several supported gold claims) and
     ``conflict_gold`` is set, so, as for :func:`conflict_reference`, the reference serves the answer-level
-    fits and not the selected-claim ones. Any other query (misinformation next to a gold answer, several
+    fits and not the selected-claim ones. The dataset's gold stays as ``truth``: a response is still judged
+    right when it states that answer, so the confidence map is fitted to it (stating only the other side is
+    a routed conflict answer, not a right one). Any other query (misinformation next to a gold answer, several
     gold answers, a query with no gold reference) is returned as it is.
 
     >>> from training.trainer.trainer import QueryExample
     >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["yes", "no"], [0, 1], [0], ["memory", "counter"], None)
     >>> r = side_conflict_reference(ex)
-    >>> r.gold, r.conflict_gold
-    ([0, 1], True)
+    >>> r.gold, r.conflict_gold, r.truth
+    ([0, 1], True, [0])
     >>> planted = QueryExample("k", "q?", ["c1", "c2"], ["A", "B"], [0, 1], [0], ["correct", "misinfo"], None)
     >>> side_conflict_reference(planted).gold
     [0]
@@ -242,7 +244,10 @@ def side_conflict_reference(ex: Any) -> Any:
     if not side:
         return ex
     return dataclasses.replace(
-        ex, gold=sorted({lab for lab in ex.labels if lab is not None}), conflict_gold=True
+        ex,
+        gold=sorted({lab for lab in ex.labels if lab is not None}),
+        conflict_gold=True,
+        truth=list(ex.gold),
     )
 
 
@@ -406,8 +411,8 @@ def relabel_to_frame(ex: Any, frame: list[str], aligner: ClaimAligner | None = N
     :func:`inference.evaluation.metrics.answer_contained`). Chunk ``i``'s label becomes the first frame
     claim that states its labelled claim (``None`` when none does); the gold claims are every frame claim
     that states a gold answer (``[]`` when the frame states none: nothing the frame offers is right; ``None``
-    stays ``None``: no gold reference); ``frame_complete`` says whether every gold answer is stated by some
-    frame claim (else no stated set can be the right one).
+    stays ``None``: no gold reference), and so for ``truth``; ``frame_complete`` says whether every gold
+    answer is stated by some frame claim (else no stated set can be the right one).
 
     >>> from training.trainer.trainer import QueryExample
     >>> ex = QueryExample("k", "q?", ["c1", "c2"], ["Paris", "Lyon"], [0, 1], [0], ["correct", "misinfo"], None)
@@ -428,9 +433,10 @@ def relabel_to_frame(ex: Any, frame: list[str], aligner: ClaimAligner | None = N
     states = [stating(c) for c in ex.claims]
     labels = [states[lab][0] if lab is not None and states[lab] else None for lab in ex.labels]
     gold = None if ex.gold is None else sorted({j for g in ex.gold for j in states[g]})
+    truth = None if ex.truth is None else sorted({j for g in ex.truth for j in states[g]})
     complete = ex.gold is None or all(states[g] for g in ex.gold)
     return dataclasses.replace(
-        ex, claims=list(frame), labels=labels, gold=gold, teacher=None, frame_complete=complete
+        ex, claims=list(frame), labels=labels, gold=gold, truth=truth, teacher=None, frame_complete=complete
     )
 
 

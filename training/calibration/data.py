@@ -50,6 +50,10 @@ class CalibrationData:
             calibration (:func:`inference.workflows.calibrate.conflict_reference`); such queries enter the
             fits of the answer as stated but not those of the selected claim (:attr:`selected_gold`);
             default all False.
+        truth: Bool ``[B, M]``: the claims a response is judged right for stating — the dataset's own gold
+            where ``gold`` was widened to a conflict's sides
+            (:func:`inference.workflows.calibrate.side_conflict_reference`), else ``gold`` (the default);
+            the answer-accuracy target (:func:`training.calibration.fit.answer_hits`) of the confidence map.
     """
 
     evidence: torch.Tensor
@@ -63,6 +67,7 @@ class CalibrationData:
     complete: torch.Tensor | None = None
     copies: torch.Tensor | None = None
     conflict_gold: torch.Tensor | None = None
+    truth: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
@@ -70,6 +75,8 @@ class CalibrationData:
             self.yes_no = torch.zeros(max(b, 0), dtype=torch.bool)
         if self.conflict_gold is None:
             self.conflict_gold = torch.zeros(max(b, 0), dtype=torch.bool)
+        if self.truth is None:
+            self.truth = self.gold.clone()
         if self.complete is None:
             self.complete = torch.ones(max(b, 0), dtype=torch.bool)
         if self.evidence.ndim != 3:
@@ -87,6 +94,7 @@ class CalibrationData:
             ("complete", self.complete, (b,)),
             ("copies", self.copies, (b, k, k)),
             ("conflict_gold", self.conflict_gold, (b,)),
+            ("truth", self.truth, (b, m)),
         ):
             if tuple(t.shape) != shape:
                 raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
@@ -117,10 +125,12 @@ class CalibrationData:
         complete: Sequence[bool] | None = None,
         copies: Sequence[Sequence[Sequence[int]]] | None = None,
         conflict_gold: Sequence[bool] | None = None,
+        truth: Sequence[Sequence[int] | None] | None = None,
     ) -> CalibrationData:
         """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
         expected route names; ``copies``: per query, per chunk, the indices of its near-copies;
-        ``conflict_gold``: per query, whether its gold reference is a conflict's sides."""
+        ``conflict_gold``: per query, whether its gold reference is a conflict's sides; ``truth``: per query,
+        the claim indices a response is judged right for stating (``None`` or absent: its gold)."""
         if not (len(evidence) == len(gold) == len(expected)):
             raise CalibrationError("evidence, gold and expected routes must have one entry per query")
         widths = [int(e.shape[1]) if e.ndim == 2 else 0 for e in evidence]
@@ -129,12 +139,24 @@ class CalibrationData:
             num_claims=widths,
             dtype=torch.float64,
         )
-        g = torch.zeros(claim_mask.shape, dtype=torch.bool)
-        for b, idx in enumerate(gold):
-            for j in idx or []:
-                if not 0 <= j < widths[b]:
-                    raise CalibrationError(f"query {b}: gold index {j} outside its {widths[b]} claims")
-                g[b, j] = True
+
+        def mask(name: str, per_query: Sequence[Sequence[int] | None]) -> torch.Tensor:
+            out = torch.zeros(claim_mask.shape, dtype=torch.bool)
+            for b, idx in enumerate(per_query):
+                for j in idx or []:
+                    if not 0 <= j < widths[b]:
+                        raise CalibrationError(f"query {b}: {name} index {j} outside its {widths[b]} claims")
+                    out[b, j] = True
+            return out
+
+        g = mask("gold", gold)
+        if truth is not None and len(truth) != len(gold):
+            raise CalibrationError(f"truth must have one entry per query: {len(truth)} vs {len(gold)}")
+        t = (
+            g.clone()
+            if truth is None
+            else mask("truth", [g_ if x is None else x for x, g_ in zip(truth, gold)])
+        )
         k = ev.shape[1]
         cp = torch.zeros(ev.shape[0], k, k, dtype=torch.bool)
         for b, per_chunk in enumerate(copies or []):
@@ -158,6 +180,7 @@ class CalibrationData:
             complete=_flags(complete),
             copies=cp,
             conflict_gold=_flags(conflict_gold),
+            truth=t,
         )
 
     @classmethod
@@ -177,6 +200,7 @@ class CalibrationData:
             [getattr(ex, "frame_complete", True) for ex, _ in outcomes],
             [near_copies(list(ex.chunks), copy_overlap) for ex, _ in outcomes],
             [getattr(ex, "conflict_gold", False) for ex, _ in outcomes],
+            [getattr(ex, "truth", None) for ex, _ in outcomes],
         )
 
     def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
@@ -193,4 +217,5 @@ class CalibrationData:
             complete=self.complete[idx],
             copies=self.copies[idx],
             conflict_gold=self.conflict_gold[idx],
+            truth=self.truth[idx],
         )

@@ -32,8 +32,9 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    with that bar fixed, by the same objective over :data:`WITNESS_RATIO_GRID` and "off", ties broken
    toward "off" and then the higher bar (the fewer claims stated).
 4. **Isotonic regression** (:func:`fit_isotonic`, optional): a monotone map of the fused confidence to
-   P(the answer as stated is right) — its stated set, at the fitted bar, holds a gold claim
-   (:func:`answer_hits`; an abstention never does), which is what a response's accuracy measures. Its input
+   P(the answer as stated is right) — its stated set, at the fitted bar, holds a gold claim, and for a side
+   conflict the dataset's own answer (``truth``, not both sides) (:func:`answer_hits`; an abstention never
+   does), which is what a response's accuracy measures. Its input
    is the stated set's fused mass (:func:`stated_mass`, ``confidence_input: stated``): the belief that the
    answer as stated holds the truth, the top claim's mass when one claim is stated (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
@@ -369,13 +370,13 @@ def answer_hits(
     ratio_yes_no: float | None = None,
     witnessed: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per query: the routed answer states a gold claim — the stated set of :func:`set_hits` (same bars,
-    same copy rule) holds at least one gold claim; an abstention never does. This is what a response's
-    accuracy measures (a gold answer is in it), so the isotonic map is fitted to it: the calibrated
-    confidence is the probability that the answer as stated is right."""
-    return (_stated(data, belief, routes, ratio, ratio_yes_no, witnessed) & data.gold & data.claim_mask).any(
-        -1
-    )
+    """Per query: the routed answer states a right claim — the stated set of :func:`set_hits` (same bars,
+    same copy rule) holds at least one claim of ``data.truth`` (the gold claims, but the dataset's own
+    answer where the gold reference is a conflict's sides); an abstention never does. This is what a
+    response's accuracy measures (a gold answer is in it), so the isotonic map is fitted to it: the
+    calibrated confidence is the probability that the answer as stated is right."""
+    stated = _stated(data, belief, routes, ratio, ratio_yes_no, witnessed)
+    return (stated & data.truth & data.claim_mask).any(-1)
 
 
 def stated_mass(

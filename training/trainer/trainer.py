@@ -108,6 +108,10 @@ class QueryExample:
     # (inference.workflows.calibrate.conflict_reference); it serves the answer-level fits, not the
     # selected-claim ones
     conflict_gold: bool = False
+    # calibration only: the dataset's own gold reference when ``gold`` was widened to a conflict's sides
+    # (inference.workflows.calibrate.side_conflict_reference): what a response's accuracy is judged against,
+    # and so what the confidence map is fitted to (None: ``gold``)
+    truth: list[int] | None = None
 
     def is_labelled(self, i: int) -> bool:
         return self.labelled is None or self.labelled[i]

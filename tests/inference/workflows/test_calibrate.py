@@ -474,6 +474,11 @@ def test_relabel_to_frame_carries_labels_to_the_claims_that_state_them():
         [],
     )  # a gold reference, no gold claim in the frame
     assert relabel_to_frame(dataclasses.replace(ex, gold=None), ["NBA"]).gold is None
+    # the truth of a side conflict follows the frame as the gold does
+    sides = dataclasses.replace(ex, gold=[0, 1], truth=[0], conflict_gold=True)
+    r = relabel_to_frame(sides, ["NBA", "the AFL", "basketball"])
+    assert (r.gold, r.truth) == ([0, 1], [1]) and r.truth is not sides.truth
+    assert relabel_to_frame(ex, ["NBA"]).truth is None
 
 
 def test_conflicts_without_gold_are_calibrated_with_their_sides_as_gold(shared_data):
@@ -530,6 +535,7 @@ def test_side_conflicts_are_calibrated_as_conflicts(shared_data):
         if a.source == "conflictqa":
             assert len(supported) == 2 and len(a.gold) == 1 and expected_route(a) == "direct"
             assert b.gold == supported and b.conflict_gold and expected_route(b) == "conflict"
+            assert b.truth == a.gold and a.truth is None  # the dataset's answer still judges the response
             sides += 1
         else:
             assert b is a or (b.gold, b.conflict_gold) == (a.gold, a.conflict_gold)

@@ -665,6 +665,33 @@ def test_answer_hits_and_the_isotonic_target_are_the_answer_as_stated():
     assert m["selected_accuracy"] == 0.0 and m["answer_accuracy"] == 1.0
 
 
+def test_a_side_conflict_is_right_when_it_states_the_datasets_answer():
+    """ConflictQA-style: the gold reference holds both sides (route and stated-set fits), the truth only the
+    dataset's answer (claim 0): stating only the other side is a conflict answer, not a right one."""
+    from training.calibration import answer_hits, set_hits
+
+    ev = torch.tensor([[5.0, 0.0], [0.0, 4.0]], dtype=torch.float64)
+    data = CalibrationData.from_queries(
+        [ev, ev, ev],
+        [[0, 1], [0, 1], [0]],
+        ["conflict"] * 3,
+        conflict_gold=[True, True, False],
+        truth=[[0], [0], None],
+    )
+    assert data.truth.tolist() == [[True, False], [True, False], [True, False]]
+    both = torch.tensor([[0.4, 0.4], [0.1, 0.5], [0.4, 0.4]], dtype=torch.float64)
+    routes = torch.tensor([1, 1, 1])
+    # query 0 states both sides, query 1 only the other side (0.1 < 0.5 · 0.5), query 2 both
+    assert answer_hits(data, both, routes, 0.5).tolist() == [True, False, True]
+    assert set_hits(data, both, routes, 0.5).tolist() == [True, False, False]  # sets judge by gold
+    assert data.subset([1]).truth.tolist() == [[True, False]]
+    assert CalibrationData.from_queries([ev], [[1]], ["direct"]).truth.tolist() == [[False, True]]  # = gold
+    with pytest.raises(CalibrationError, match="truth index 5"):
+        CalibrationData.from_queries([ev], [[0]], ["direct"], truth=[[5]])
+    with pytest.raises(CalibrationError, match="one entry per query"):
+        CalibrationData.from_queries([ev], [[0]], ["direct"], truth=[])
+
+
 def test_stated_mass_and_a_fresh_fit_maps_it():
     from training.calibration import stated_mass
 
