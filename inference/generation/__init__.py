@@ -26,6 +26,7 @@ from inference.generation.prompt import (
     ROUTE_INSTRUCTIONS,
     SYSTEM_PREAMBLE,
     build_generation_prompt,
+    echoes_prompt,
     evidence_summary,
 )
 from inference.generation.template import ABSTAIN_TEXT, TemplateGenerator, template_response
@@ -44,6 +45,7 @@ __all__ = [
     "TemplateGenerator",
     "attach_generation",
     "build_generation_prompt",
+    "echoes_prompt",
     "build_generator",
     "can_share_backend",
     "check_output",

@@ -25,7 +25,7 @@ from inference.generation.base import (
     ranked_claims,
     rendered_route,
 )
-from inference.generation.prompt import GENERATION_PROMPT_VERSION, build_generation_prompt
+from inference.generation.prompt import GENERATION_PROMPT_VERSION, build_generation_prompt, echoes_prompt
 from inference.generation.template import TemplateGenerator
 
 __all__ = ["MAX_REPETITION", "LLMGenerator", "check_output", "repetition_ratio"]
@@ -51,7 +51,9 @@ def check_output(inp: GenerationInput, text: str) -> str | None:
     """The post-check of an LLM answer; returns why it is unusable, or ``None`` when it passes.
 
     Rules (by the rendered route, Eq 15): the text is non-empty, does not echo the ``<chunk>`` delimiters
-    and is not degenerate (of 12 or more words, at most half the word trigrams repeat). A direct answer
+    or the prompt (:func:`~inference.generation.prompt.echoes_prompt`: its section headers, an evidence
+    summary line, or a run of the instructions' words) and is not degenerate (of 12 or more words, at most
+    half the word trigrams repeat). A direct answer
     states every presented claim (the selected one, Eq 27, and the other stated claims); a conflict-aware
     answer names at least two of the presented competing claims (all of them when fewer); neither names a
     supported claim it does not present (a claim below the stated-set bar, e.g. a planted one). Claims
@@ -62,6 +64,9 @@ def check_output(inp: GenerationInput, text: str) -> str | None:
         return "empty output"
     if "<chunk>" in text or "</chunk>" in text:
         return "output echoes the <chunk> delimiters"
+    echo = echoes_prompt(text)
+    if echo is not None:
+        return f"output echoes the prompt ({echo!r})"
     if len(text.split()) >= 12 and repetition_ratio(text) > MAX_REPETITION:
         return f"degenerate repetition ({repetition_ratio(text):.0%} of the word trigrams repeat)"
     r = rendered_route(inp)

@@ -18,6 +18,7 @@ neutralized by the evaluator contract's :func:`~inference.evaluators.contract.ch
 from __future__ import annotations
 
 import json
+import re
 
 from inference.backends.base import Prompt
 from inference.evaluators.contract import chunk_field
@@ -33,6 +34,8 @@ from inference.types import Chunk
 
 __all__ = [
     "CHUNK_CONTEXTS",
+    "ECHO_RUN",
+    "echoes_prompt",
     "GENERATION_PROMPT_VERSION",
     "ROUTE_INSTRUCTIONS",
     "ROUTE_TASKS",
@@ -43,7 +46,7 @@ __all__ = [
     "quoted_chunks",
 ]
 
-GENERATION_PROMPT_VERSION = "routed-answer/1.4"
+GENERATION_PROMPT_VERSION = "routed-answer/1.5"
 #: Which chunks the prompt quotes: those the presented claims cite, or every retrieved one.
 CHUNK_CONTEXTS = ("cited", "all")
 NOTHING_CITED = "(no chunk is quoted: none supports a claim this answer presents)"
@@ -71,9 +74,8 @@ ROUTE_INSTRUCTIONS: dict[str, str] = {
     # the conflict route with one presented claim and no other claim holding mass (is_inconclusive): the
     # uncertainty is ignorance, and there is no disagreement to report
     "inconclusive": (
-        "Route: CONFLICT-AWARE ANSWER. The evidence is weak: one claim has some support and no source "
-        "gives another answer. Say that the sources do not settle the question, then give that claim as the "
-        "best-supported answer with the ids of its supporting chunks. Do not say that the sources disagree."
+        "Route: UNSETTLED ANSWER. Only one claim has support, and it is weak. Answer with that claim, say "
+        "that the sources do not settle the question, and cite the ids of the chunks that support it."
     ),
     "abstain": (
         "Route: ABSTAIN. The evidence is too weak or too contradictory to answer. Decline to answer, and "
@@ -91,12 +93,60 @@ ROUTE_TASKS: dict[str, str] = {
     ),
     "conflict": 'Write "The sources disagree." Then write one line per claim with its chunk ids: {claims}.',
     # the conflict route presenting one claim: other claims hold less mass, or none does (is_inconclusive)
-    "conflict_one": 'Write "The sources disagree; the best-supported answer is" followed by {claim}, then cite {cites}.',
+    "conflict_one": (
+        "Write one sentence that says the sources disagree and that the best-supported answer is {claim}, "
+        "then cite {cites}."
+    ),
     "inconclusive": (
-        'Write "The sources do not settle this; the best-supported answer is" followed by {claim}, then cite {cites}.'
+        "Write one sentence that says the sources do not settle this and that the best-supported answer is "
+        "{claim}, then cite {cites}."
     ),
     "abstain": "Write that you cannot answer reliably, then say what evidence would be needed.",
 }
+
+
+#: Words in a row an answer may share with the instructions before it counts as echoing them.
+ECHO_RUN = 10
+# the prompt's layout: section headers, the evidence summary's lines and its placeholders
+_SCAFFOLD = re.compile(
+    r"\b(?:QUESTION|EVIDENCE SUMMARY|CHUNKS|TASK):|U_global|\(mass \d|\(no claim is supported by the sources\)"
+    r"|\(no chunk is quoted|further claims? with too little support left out|Route: [A-Z]"
+)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9_]+", text.lower())
+
+
+def _runs(words: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+# the descriptive instructions only: a task line's words are what a right answer says ("the sources do not
+# settle this and ...")
+_INSTRUCTION_RUNS = _runs(_words(" ".join([SYSTEM_PREAMBLE, *ROUTE_INSTRUCTIONS.values()])), ECHO_RUN)
+
+
+def echoes_prompt(text: str) -> str | None:
+    """The piece of the prompt an answer copies, or ``None``: the prompt's layout (a section header such as
+    ``TASK:``, an evidence-summary line with its mass or ``U_global``) or :data:`ECHO_RUN` words in a row of
+    the instructions (the system preamble or a route instruction; not the task line, whose words a right
+    answer repeats). A small model that continues the prompt instead of answering it writes these; the LLM
+    generator's post-check then replaces the text by the template's.
+
+    >>> echoes_prompt('1. "1,294" (mass 0.36; chunks [r/0])')
+    '(mass 0'
+    >>> echoes_prompt("520,116. Only one claim has support, and it is weak. Answer with that claim.")
+    'only one claim has support and it is weak answer'
+    >>> echoes_prompt("The sources disagree; competing answers: 1902 [c1]; 1903 [c2].") is None
+    True
+    """
+    m = _SCAFFOLD.search(text)
+    if m:
+        return m.group(0)
+    words = _words(text)
+    runs = (tuple(words[i : i + ECHO_RUN]) for i in range(len(words) - ECHO_RUN + 1))
+    return next((" ".join(r) for r in runs if r in _INSTRUCTION_RUNS), None)
 
 
 def _cites(ids: list[str]) -> str:

@@ -27,6 +27,7 @@ from inference.generation import (
     build_generator,
     can_share_backend,
     check_output,
+    echoes_prompt,
     generation_input_from_record,
     is_inconclusive,
     template_response,
@@ -230,10 +231,10 @@ def test_conflict_route_with_one_stated_claim_says_disagreement_only_when_anothe
     )
     system, user = build_generation_prompt(inconclusive)
     assert system["content"].endswith(ROUTE_INSTRUCTIONS["inconclusive"])
-    assert "Do not say that the sources disagree" in system["content"]
+    assert "the sources do not settle the question" in system["content"]
     assert user["content"].endswith(
-        'TASK: Write "The sources do not settle this; the best-supported answer is" followed by "Swimming", '
-        "then cite [c1]."
+        "TASK: Write one sentence that says the sources do not settle this and that the best-supported answer "
+        'is "Swimming", then cite [c1].'
     )
     # a second claim holds mass but is not stated (below the bar): the sources do disagree
     rival = [claim("a1", "AFL", 0.6, ["c1", "c2"]), claim("a2", "basketball", 0.15, ["c3"])]
@@ -244,7 +245,10 @@ def test_conflict_route_with_one_stated_claim_says_disagreement_only_when_anothe
     )
     system, user = build_generation_prompt(outvoted)
     assert system["content"].endswith(ROUTE_INSTRUCTIONS["conflict"])
-    assert 'followed by "AFL", then cite [c1], [c2].' in user["content"]
+    assert user["content"].endswith(
+        "TASK: Write one sentence that says the sources disagree and that the best-supported answer is "
+        '"AFL", then cite [c1], [c2].'
+    )
     # two stated claims, or another route: never inconclusive
     assert not is_inconclusive(inp("conflict", rival, "AFL", u=0.25))
     assert not is_inconclusive(inp("direct", alone, "Swimming", u=0.1))
@@ -374,6 +378,55 @@ def test_check_output_on_the_rendered_route():
     # a conflict with a single supported claim needs that claim only
     one = inp("conflict", [claim("a1", "X", 0.4, ["c1"]), claim("a2", "Y", 0.0, [])])
     assert check_output(one, "Sources disagree; X has some support.") is None
+
+
+# what the packaged SmolLM2-135M wrote in session 19's validation runs and the post-check let through (the
+# last one with the instruction it parroted then replaced by today's)
+ECHOES = {
+    '1. "12,878" (mass 0.33; chunks [d1], [d2])\n2. "412,635 380,201" (mass 0.23; chunks [d3])': "(mass 0",
+    "1871\n17 October 1871\n\nThe sources disagree. State that the sources disagree, then list each competing "
+    "claim with the ids of its supporting chunks.": "the sources disagree state that the sources disagree then list",
+    'TASK: Write one sentence that answers the question with "12,878", then cite [d1].': "TASK:",
+    "(no claim is supported by the sources)\nU_global: 1.00 (ignorance 1.00, conflict 0.00)": (
+        "(no claim is supported by the sources)"
+    ),
+    "12,878, the best-supported answer is:\n\nOnly one claim has support, and it is weak. Answer with that "
+    "claim.": "only one claim has support and it is weak answer",
+}
+
+
+@pytest.mark.parametrize("text", list(ECHOES))
+def test_an_answer_that_echoes_the_prompt_falls_back(text):
+    x = inp(
+        "conflict", [claim("a1", "12,878", 0.33, ["d1", "d2"]), claim("a2", "412,635 380,201", 0.23, ["d3"])]
+    )
+    assert echoes_prompt(text) == ECHOES[text]
+    assert check_output(x, text) == f"output echoes the prompt ({ECHOES[text]!r})"
+
+
+def test_the_templates_answers_never_echo_the_prompt():
+    for route, claims, answer, stated in [
+        ("direct", [claim("a1", "Paris", 0.8, ["c1"])], "Paris", None),
+        (
+            "direct",
+            [claim("a1", "Paris", 0.5, ["c1"]), claim("a2", "Lyon", 0.4, ["c2"])],
+            "Paris",
+            ["Paris", "Lyon"],
+        ),
+        ("conflict", [claim("a1", "Paris", 0.5, ["c1"]), claim("a2", "Lyon", 0.4, ["c2"])], "Paris", None),
+        (
+            "conflict",
+            [claim("a1", "Paris", 0.5, ["c1"]), claim("a2", "Lyon", 0.1, ["c2"])],
+            "Paris",
+            ["Paris"],
+        ),
+        ("conflict", [claim("a1", "Paris", 0.5, ["c1"])], "Paris", None),
+        ("abstain", [], None, None),
+    ]:
+        text = template_response(route, claims, answer, stated)
+        assert echoes_prompt(text) is None, text
+        x = GenerationInput("Q?", route, claims, 0.3, 0.3, 0.0, answer, stated=stated)
+        assert check_output(x, text) is None, text
 
 
 # --- records, config, registry --------------------------------------------------------------------------
