@@ -53,10 +53,10 @@ def check_output(inp: GenerationInput, text: str) -> str | None:
     Rules (by the rendered route, Eq 15): the text is non-empty, does not echo the ``<chunk>`` delimiters
     or the prompt (:func:`~inference.generation.prompt.echoes_prompt`: its section headers, an evidence
     summary line, or a run of the instructions' words) and is not degenerate (of 12 or more words, at most
-    half the word trigrams repeat). A direct answer
-    states every presented claim (the selected one, Eq 27, and the other stated claims); a conflict-aware
-    answer names at least two of the presented competing claims (all of them when fewer); neither names a
-    supported claim it does not present (a claim below the stated-set bar, e.g. a planted one). Claims
+    half the word trigrams repeat). A direct answer states every presented claim (the selected one, Eq 27,
+    and the other stated claims); a conflict-aware answer names at least two of the presented competing
+    claims (all of them when fewer); neither names a supported claim it does not present (a claim below
+    the stated-set bar, e.g. a planted one). Claims
     match SQuAD-normalized, as whole words.
     An abstention only has to pass the general rules.
     """

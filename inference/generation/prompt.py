@@ -35,13 +35,13 @@ from inference.types import Chunk
 __all__ = [
     "CHUNK_CONTEXTS",
     "ECHO_RUN",
-    "echoes_prompt",
     "GENERATION_PROMPT_VERSION",
     "ROUTE_INSTRUCTIONS",
     "ROUTE_TASKS",
     "SYSTEM_PREAMBLE",
     "TRUNCATION_MARK",
     "build_generation_prompt",
+    "echoes_prompt",
     "evidence_summary",
     "quoted_chunks",
 ]
@@ -110,7 +110,7 @@ ECHO_RUN = 10
 # the prompt's layout: section headers, the evidence summary's lines and its placeholders
 _SCAFFOLD = re.compile(
     r"\b(?:QUESTION|EVIDENCE SUMMARY|CHUNKS|TASK):|U_global|\(mass \d|\(no claim is supported by the sources\)"
-    r"|\(no chunk is quoted|further claims? with too little support left out|Route: [A-Z]"
+    r"|\(no chunk is quoted|further claims? with too little support left out"
 )
 
 

@@ -50,8 +50,9 @@ def template_response(
     A direct route without a selected claim, or a conflict route without a claim of positive mass, has
     nothing to present and renders the abstention. A conflict route that states one claim names it as the
     best-supported answer: the sources disagree when other claims hold mass, and they do not settle the
-    question when none does (:func:`~inference.generation.base.is_inconclusive`). A direct route that states several claims gives each
-    with its sources (the question may name several entities). Ties in mass keep the claims' frame order.
+    question when none does (:func:`~inference.generation.base.is_inconclusive`). A direct route that
+    states several claims gives each with its sources (the question may name several entities). Ties in
+    mass keep the claims' frame order.
     A claim no chunk supports (mass from alignment alone) is listed without a sources part.
     """
     inp = GenerationInput(
