@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 from inference.backends.base import Prompt
 from inference.evaluators.contract import chunk_field
@@ -118,13 +119,14 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9_]+", text.lower())
 
 
-def _runs(words: list[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+def _runs(words: list[str]) -> Iterator[tuple[str, ...]]:
+    """The text's runs of :data:`ECHO_RUN` words, in order."""
+    return (tuple(words[i : i + ECHO_RUN]) for i in range(len(words) - ECHO_RUN + 1))
 
 
 # the descriptive instructions only: a task line's words are what a right answer says ("the sources do not
 # settle this and ...")
-_INSTRUCTION_RUNS = _runs(_words(" ".join([SYSTEM_PREAMBLE, *ROUTE_INSTRUCTIONS.values()])), ECHO_RUN)
+_INSTRUCTION_RUNS = set(_runs(_words(" ".join([SYSTEM_PREAMBLE, *ROUTE_INSTRUCTIONS.values()]))))
 
 
 def echoes_prompt(text: str) -> str | None:
@@ -144,9 +146,7 @@ def echoes_prompt(text: str) -> str | None:
     m = _SCAFFOLD.search(text)
     if m:
         return m.group(0)
-    words = _words(text)
-    runs = (tuple(words[i : i + ECHO_RUN]) for i in range(len(words) - ECHO_RUN + 1))
-    return next((" ".join(r) for r in runs if r in _INSTRUCTION_RUNS), None)
+    return next((" ".join(r) for r in _runs(_words(text)) if r in _INSTRUCTION_RUNS), None)
 
 
 def _cites(ids: list[str]) -> str:
@@ -206,6 +206,7 @@ def build_generation_prompt(
         raise ValueError(f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)}; got {chunk_context!r}")
     r = rendered_route(inp)
     presented = presented_claims(inp)
+    inconclusive = is_inconclusive(inp)
     if r == "direct" and len(presented) > 1:
         task = ROUTE_TASKS["direct_several"].format(
             claims="; ".join(
@@ -219,7 +220,7 @@ def build_generation_prompt(
             cites=_cites(list(presented[0]["chunk_ids"])),
         )
     elif r == "conflict" and len(presented) == 1:
-        task = ROUTE_TASKS["inconclusive" if is_inconclusive(inp) else "conflict_one"].format(
+        task = ROUTE_TASKS["inconclusive" if inconclusive else "conflict_one"].format(
             claim=json.dumps(presented[0]["text"], ensure_ascii=False),
             cites=_cites(list(presented[0]["chunk_ids"])),
         )
@@ -238,5 +239,5 @@ def build_generation_prompt(
         f"CHUNKS:\n{quoted if shown or not inp.chunks else NOTHING_CITED}\n\n"
         f"TASK: {task}"
     )
-    system = f"{SYSTEM_PREAMBLE}\n\n{ROUTE_INSTRUCTIONS['inconclusive' if is_inconclusive(inp) else r]}"
+    system = f"{SYSTEM_PREAMBLE}\n\n{ROUTE_INSTRUCTIONS['inconclusive' if inconclusive else r]}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

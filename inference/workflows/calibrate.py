@@ -432,8 +432,11 @@ def relabel_to_frame(ex: Any, frame: list[str], aligner: ClaimAligner | None = N
 
     states = [stating(c) for c in ex.claims]
     labels = [states[lab][0] if lab is not None and states[lab] else None for lab in ex.labels]
-    gold = None if ex.gold is None else sorted({j for g in ex.gold for j in states[g]})
-    truth = None if ex.truth is None else sorted({j for g in ex.truth for j in states[g]})
+
+    def in_frame(claims: list[int] | None) -> list[int] | None:
+        return None if claims is None else sorted({j for c in claims for j in states[c]})
+
+    gold, truth = in_frame(ex.gold), in_frame(ex.truth)
     complete = ex.gold is None or all(states[g] for g in ex.gold)
     return dataclasses.replace(
         ex, claims=list(frame), labels=labels, gold=gold, truth=truth, teacher=None, frame_complete=complete

@@ -152,11 +152,7 @@ class CalibrationData:
         g = mask("gold", gold)
         if truth is not None and len(truth) != len(gold):
             raise CalibrationError(f"truth must have one entry per query: {len(truth)} vs {len(gold)}")
-        t = (
-            g.clone()
-            if truth is None
-            else mask("truth", [g_ if x is None else x for x, g_ in zip(truth, gold)])
-        )
+        t = None if truth is None else mask("truth", [g_ if x is None else x for x, g_ in zip(truth, gold)])
         k = ev.shape[1]
         cp = torch.zeros(ev.shape[0], k, k, dtype=torch.bool)
         for b, per_chunk in enumerate(copies or []):
