@@ -9,13 +9,18 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
 2. **Names**: a span that starts with a capitalized word grows over the capitalized words right before
    and after it on the same clause (no punctuation in between, name particles such as "van" or "de"
    allowed inside), at most :data:`MAX_NAME_WORDS` words in all; function words ("In", "The", "He", ...)
-   and ALL-CAPS words never join.
+   and ALL-CAPS words never join. An opening bracket ends a name on the left: the name in a title's
+   disambiguation, "Crazy World (Boys Like Girls album)", joins "Boys" and stops.
 3. **Dates**: a day or "day, year" right after a month name takes the month; "Month day" right before
-   ", year" (or " year") takes the year; a month name right before a day or year takes them.
+   ", year" (or " year") takes the year; a month name right before a day or year takes them; a year (or
+   "Month year") right after "day Month" (or "day") takes them ("28 May 1860"). Life dates joined by a
+   dash, "28 May 1860 – 7 February 1881", keep the first date when the question asks about a birth and
+   the second when it asks about a death (otherwise the span stays a range).
 4. **Places** (only when the question asks for a place, :func:`asks_for_place`): a name grows over the
    comma-joined names right before and after it ("Chester Springs, Pennsylvania", "Cheras, Selangor,
-   Malaysia"), at most :data:`MAX_PLACE_PARTS` names and :data:`MAX_PLACE_WORDS` words in all. A name
-   that opens a sentence never joins from the left. Elsewhere a comma ends a name: "Timbaland, Justin
+   Malaysia"), at most :data:`MAX_PLACE_PARTS` names and :data:`MAX_PLACE_WORDS` words in all, also
+   inside a bracket ("Larkin Covered Bridge (Chester Springs, Pennsylvania)"). A name that opens a
+   sentence never joins from the left. Elsewhere a comma ends a name: "Timbaland, Justin
    Timberlake" lists two artists.
 5. **Numbers**: a number cut inside its thousands groups or its decimals grows over them ("147" of
    "40,147", "219" of "219,126", "104" of "104.1"); groups are exactly three digits after a comma with no
@@ -62,6 +67,9 @@ _PLACE_QUESTION = re.compile(
     r"headquarter(?:s|ed)?)\b",
     re.IGNORECASE,
 )
+
+# a question about a birth (group 1) or a death (group 2)
+_LIFE_QUESTION = re.compile(r"\b(?:(born|birth)|(died|die|death))\b", re.IGNORECASE)
 
 _MONTHS = (
     "january february march april may june july august september october november december "
@@ -123,6 +131,11 @@ def _names(text: str, a: int, b: int) -> tuple[int, int]:
             a -= len(word) + 1
             budget -= 1
             continue
+        # an opening bracket ends the name: "(Boys" of "Crazy World (Boys Like Girls album)" joins without
+        # it, and nothing further left does
+        core = word.lstrip("([{")
+        if core != word and _capitalized(core) and _is_word_char(core[-1]):
+            a -= len(core) + 1
         break
     # right: "<span> [particle] <Cap>"
     while budget > 0:
@@ -167,8 +180,30 @@ def _numbers(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
-def _dates(text: str, a: int, b: int) -> tuple[int, int]:
+def _dates(text: str, a: int, b: int, question: str | None = None) -> tuple[int, int]:
     span = text[a:b]
+    # "1860 – 7 February 1881": life dates joined by a dash; a question about a birth keeps the first date,
+    # one about a death the second
+    life = _LIFE_QUESTION.search(question or "")
+    m = re.search(
+        r"\d(\s*[–—]\s*|\s+-\s+)(?:\d{1,2}(?:st|nd|rd|th)? )?" + _MONTH_RE + r" ", span, re.IGNORECASE
+    )
+    if m and life:
+        a, b = (a, a + m.start(1)) if life.group(1) else (a + m.end(1), b)
+        span = text[a:b]
+    # "1860" / "May 1860" right after "28 May " / "28 ": the day and month before them
+    if re.fullmatch(r"\d{3,4}", span):
+        m = re.search(
+            r"(?:\b\d{1,2}(?:st|nd|rd|th)? )?" + _MONTH_RE + r",? $", text[max(0, a - 18) : a], re.IGNORECASE
+        )
+        if m:
+            a -= len(m.group(0))
+            span = text[a:b]
+    elif re.fullmatch(_MONTH_RE + r",? \d{3,4}", span, re.IGNORECASE):
+        m = re.search(r"\b\d{1,2}(?:st|nd|rd|th)? $", text[max(0, a - 6) : a])
+        if m:
+            a -= len(m.group(0))
+            span = text[a:b]
     # "12, 1666" / "12" right after "October "
     if re.fullmatch(r"\d{1,2}(?:st|nd|rd|th)?(?:,? \d{3,4})?", span):
         m = re.search(_MONTH_RE + r" $", text[max(0, a - 12) : a], re.IGNORECASE)
@@ -232,7 +267,7 @@ def _places(text: str, a: int, b: int) -> tuple[int, int]:
         if start < 0 or text[start : a - 2] != " ".join(cand):
             break
         before = text[max(0, start - 2) : start]
-        if start == 0 or before.endswith((". ", "! ", "? ", "\n")) or not before.endswith(" "):
+        if start == 0 or before.endswith((". ", "! ", "? ", "\n")) or not before.endswith((" ", "(")):
             break
         if words + len(cand) > MAX_PLACE_WORDS:
             break
@@ -323,7 +358,7 @@ def repair_span(text: str, start: int, end: int, question: str | None = None) ->
         return start, end
     a, b = _word_edges(text, a, b)
     a, b = _numbers(text, a, b)
-    a, b = _dates(text, a, b)
+    a, b = _dates(text, a, b, question)
     a, b = _names(text, a, b)
     if asks_for_place(question):
         a, b = _places(text, a, b)

@@ -68,6 +68,57 @@ def test_a_place_answer_takes_its_comma_joined_names_only_when_the_question_asks
     assert len(_repair(long, "Epsilon Zeta Eta Theta", where).split()) <= MAX_PLACE_WORDS
 
 
+def test_a_name_in_a_titles_bracket_joins_up_to_the_bracket():
+    assert _repair("Crazy World (Boys Like Girls album) Crazy World is", "Like Girls") == "Boys Like Girls"
+    assert _repair("Iconoclast (Symphony X album) Iconoclast is the eighth", "X") == "Symphony X"
+    where = "Where is the Larkin Covered Bridge located?"
+    text = "Larkin Covered Bridge (Chester Springs, Pennsylvania) Larkin Covered Bridge is a Burr truss"
+    assert _repair(text, "Pennsylvania", where) == "Chester Springs, Pennsylvania"
+    # a quote is no bracket: a headline's capitalized words are not one name
+    assert _repair('^ "Top Democratic in Colorado Capitol says', "Democratic") == "Democratic"
+    # nothing left of the bracket joins
+    assert _repair("Bryan Adams (Singer Songwriter) was", "Songwriter") == "Singer Songwriter"
+
+
+def test_dates_take_their_day_and_life_dates_keep_the_asked_one():
+    text = "Elisabeth ( citation needed ] 28 May 1860 – 7 February 1881 ) was the Duchess"
+    span = "1860 – 7 February 1881"
+    assert _repair(text, span, "When was Princess Elisabeth born?") == "28 May 1860"
+    assert _repair(text, span, "What is her birth date?") == "28 May 1860"
+    assert _repair(text, span, "When did Princess Elisabeth die?") == "7 February 1881"
+    assert _repair(text, span, "When was she Duchess?") == span  # a range, unless a birth or death is asked
+    assert _repair(text, span) == span
+    assert _repair("born in May 1860 in Paris", "1860") == "May 1860"
+    assert _repair("on 3 March, 1999 he left", "March, 1999") == "3 March, 1999"
+    assert _repair("from 1840-1843 he served", "1840-1843", "When was he born?") == "1840-1843"
+    assert _repair("page 12 of 1999", "1999") == "1999"
+
+
+def test_real_ramdocs_life_dates_repair_to_the_asked_date(shared_data):
+    """Every real RAMDocs document that states its labelled answer as one end of "date – date" life dates,
+    for a question about a birth or a death: a span over both dates repairs to the answer."""
+    import re
+
+    month = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+    date = r"\d{1,2} " + month + r" \d{4}|" + month + r" \d{1,2}, \d{4}"
+    life = re.compile(r"(" + date + r") – (" + date + r")")
+    checked = 0
+    for line in (shared_data / "ramdocs" / "RAMDocs_test.jsonl").read_text(encoding="utf-8").splitlines():
+        q = json.loads(line)
+        asks = re.search(r"\b(born|birth|died|die|death)\b", q["question"])
+        if not asks:
+            continue
+        for doc in q["documents"]:
+            for m in life.finditer(doc["text"]):
+                which = 1 if asks.group(1) in ("born", "birth") else 2
+                if m.group(which) != doc["answer"]:
+                    continue
+                got = doc["text"][slice(*repair_span(doc["text"], m.start(), m.end(), q["question"]))]
+                assert got == doc["answer"], (q["question"], m.group(0))
+                checked += 1
+    assert checked >= 5
+
+
 def test_place_questions_are_told_by_their_words():
     assert asks_for_place("Where is YHSS located?")
     assert asks_for_place("What is the region of Forum Iulii?")
