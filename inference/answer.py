@@ -33,6 +33,7 @@ from inference.generation.base import GenerationInput, cited_chunk_ids
 from inference.generation.template import template_response
 from inference.io import rounded
 from inference.types import Chunk, ChunkEvidence, DataError
+from training.calibration.apply import answer_reader_score
 from training.utils.metrics import stated_claims
 from training.utils.text import near_copies
 
@@ -107,6 +108,8 @@ class ChunkDecision:
     copies: list[str] = field(default_factory=list)
     #: the answer read from the chunk before the support decision (ChunkEvidence.extracted)
     extracted: str | None = None
+    #: the span head's reader score of the chunk (ChunkEvidence.reader_score); None where it was not read
+    reader_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
@@ -257,6 +260,10 @@ class AnswerRecord:
     stated_mass: float | None = None
     #: claims left out of the stated set because only edited copies back them (evidential.copy_contested)
     copy_contested: list[str] = field(default_factory=list)
+    #: the reader score of the answer's chunks (training.calibration.answer_reader_score): how sure the span
+    #: head is that the chunks backing the answer answer the question; what a calibration's reader map
+    #: corrects ``calibrated_confidence`` by. None when no chunk was read (given candidates, yes/no frames)
+    reader_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready record (keys in the documented order, nested parts as dicts)."""
@@ -389,6 +396,7 @@ def build_answer_record(
                 grounding_notes=list(d.grounding_notes),
                 copies=[result.chunks[j].id for j in copies[i]],
                 extracted=d.extracted,
+                reader_score=d.reader_score,
             )
             for i, (d, c) in enumerate(zip(result.decisions, result.chunks))
         ],
@@ -414,7 +422,18 @@ def build_answer_record(
             sum(float(res.belief[j]) for j, c in enumerate(result.claims) if c.text in stated)
         ),
         copy_contested=[c.text for c, x in zip(result.claims, contested) if x],
+        reader_score=_answer_reader(result, sel),
     )
+
+
+def _answer_reader(result: EvaluationResult, selected: int) -> float | None:
+    """The answer's reader score (:func:`training.calibration.answer_reader_score`), None without one."""
+    scores = [d.reader_score for d in result.decisions]
+    if selected < 0 or all(x is None for x in scores) or not result.claims:
+        return None
+    reader = torch.tensor([math.nan if x is None else float(x) for x in scores], dtype=torch.float64)
+    r = float(answer_reader_score(result.evidence, reader, torch.tensor(selected)))
+    return rounded(r) if math.isfinite(r) else None
 
 
 def record_evidence(record: Mapping[str, Any], where: str = "answer record") -> torch.Tensor:
@@ -511,7 +530,7 @@ def refuse_record(
     out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
     if calibration is not None:
         out.calibrated_confidence = rounded(
-            calibration.calibrated_confidence(out.confidence, out.stated_mass, out.route)
+            calibration.calibrated_confidence(out.confidence, out.stated_mass, out.route, out.reader_score)
         )
         out.calibration = rec.calibration
     return out
@@ -536,6 +555,7 @@ def _evaluation_result(rec: AnswerRecord, evidence: torch.Tensor) -> EvaluationR
                 grounded=d.grounded,
                 grounding_notes=list(d.grounding_notes),
                 extracted=d.extracted,
+                reader_score=d.reader_score,
             )
             for d in rec.chunks
         ],

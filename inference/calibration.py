@@ -189,6 +189,7 @@ def calibration_record(cal: Calibration, path: str | Path) -> dict[str, Any]:
         "tau1": cal.tau1,
         "tau2": cal.tau2,
         "isotonic": cal.isotonic is not None,
+        "reader_map": cal.reader_map is not None,
     }
 
 

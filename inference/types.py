@@ -41,6 +41,9 @@ class ChunkEvidence:
         extracted: The answer the evaluator read from the chunk before any support decision (the learned
             evaluator's repaired span, or on given candidates the one it supports; the prompt evaluator's
             claim), or None when it read none; what claim-extraction fidelity is measured on.
+        reader_score: The learned evaluator's reader score of the chunk: its span head's best answer span over
+            the no-answer score (:meth:`training.learned.model.EvidentialEvaluatorModel.decode_spans`), or
+            None where no span pass read it (given candidates, yes/no frames, the prompt evaluator).
     """
 
     chunk_id: str
@@ -56,6 +59,7 @@ class ChunkEvidence:
     grounded: bool | None = None
     grounding_notes: list[str] = field(default_factory=list)
     extracted: str | None = None
+    reader_score: float | None = None
 
     @property
     def failed(self) -> bool:

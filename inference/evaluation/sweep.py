@@ -35,6 +35,7 @@ Route accuracy compares the route with the one the instance's expected behaviour
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -73,8 +74,10 @@ from inference.io import atomic_write_text, rounded, write_json
 from inference.types import Chunk, DataError
 from training.calibration import (
     CalibrationError,
+    answer_reader_score,
     apply_evidence_transform,
     read_calibration,
+    reader_map,
     route_isotonic_map,
 )
 from training.utils.metrics import stated_claims
@@ -304,6 +307,7 @@ class EvidenceBatch:
         claims: Per row, the record's claims (``id``, ``text``, ``chunk_ids``, ``forms``) in frame order.
         copies: ``[N, k, k]`` bool: chunks the records list as near-copies of each other (``chunks[i].copies``;
             all False for records that predate the field).
+        reader: ``[N, k]`` the chunks' reader scores (``chunks[i].reader_score``), NaN where none.
     """
 
     evidence: torch.Tensor
@@ -311,6 +315,7 @@ class EvidenceBatch:
     claim_mask: torch.Tensor
     claims: list[list[dict]]
     copies: torch.Tensor | None = None
+    reader: torch.Tensor | None = None
 
 
 def has_cached_evidence(record: dict) -> bool:
@@ -336,6 +341,7 @@ def evidence_batch(records: Sequence[dict]) -> EvidenceBatch:
     chunk_mask = torch.zeros(n, k, dtype=torch.bool)
     claim_mask = torch.zeros(n, m, dtype=torch.bool)
     copies = torch.zeros(n, k, k, dtype=torch.bool)
+    reader = torch.full((n, k), math.nan, dtype=torch.float64)
     for i, rec in enumerate(records):
         if not has_cached_evidence(rec):
             raise DataError(
@@ -347,11 +353,15 @@ def evidence_batch(records: Sequence[dict]) -> EvidenceBatch:
         claim_mask[i, : one.shape[1]] = True
         pairs = copy_pairs(record_copies(rec))
         copies[i, : pairs.shape[0], : pairs.shape[1]] = pairs
+        for t, ch in enumerate(rec["chunks"]):
+            r = ch.get("reader_score")
+            if isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r):
+                reader[i, t] = float(r)
     claims = [
         [{k2: c.get(k2) for k2 in ("id", "text", "chunk_ids", "forms")} for c in rec["claims"]]
         for rec in records
     ]
-    return EvidenceBatch(ev, chunk_mask, claim_mask, claims, copies)
+    return EvidenceBatch(ev, chunk_mask, claim_mask, claims, copies, reader)
 
 
 def refuse_rows(
@@ -364,11 +374,13 @@ def refuse_rows(
     isotonic: dict[str, list[float]] | None = None,
     confidence_input: str = "top",
     isotonic_routes: dict[str, dict[str, list[float]]] | None = None,
+    reader_params: dict[str, Any] | None = None,
 ) -> list[dict]:
     """Re-fuse and re-route ``rows`` under ``setting`` (one batched fusion call) and score the templated
     answers like the runner scores generated ones (with ``isotonic``, the calibration's confidence map — and
-    ``isotonic_routes``, its maps per route, picked by each re-routed answer's route — the scored confidence
-    is ``calibrated_confidence`` as in the run). Returns new rows (the originals are not modified)."""
+    ``isotonic_routes``, its maps per route, picked by each re-routed answer's route, and ``reader_params``,
+    its reader map of the re-selected answer's reader score — the scored confidence is
+    ``calibrated_confidence`` as in the run). Returns new rows (the originals are not modified)."""
     fc = setting.fusion()
     merged = fc.copy_overlap is not None and batch.copies is not None
     evidence = merge_copies(batch.evidence, batch.copies, batch.chunk_mask) if merged else batch.evidence
@@ -385,6 +397,9 @@ def refuse_rows(
         witnessed = witnessed_claims(
             ops.evidence, fc.state_witness_ratio, batch.chunk_mask, batch.claim_mask
         ).tolist()
+    readers = [None] * len(rows)
+    if reader_params is not None and batch.reader is not None:
+        readers = answer_reader_score(batch.evidence, batch.reader, torch.tensor(sel)).tolist()
     u, conf = res.uncertainty.tolist(), res.confidence.tolist()
     ign, con = res.ignorance.tolist(), res.conflict.tolist()
     out, todo = [], []
@@ -417,6 +432,13 @@ def refuse_rows(
             if isotonic is not None
             else conf[i]
         )
+        if (
+            isotonic is not None
+            and name != "abstain"
+            and readers[i] is not None
+            and math.isfinite(readers[i])
+        ):
+            cal_conf = rounded(reader_map(cal_conf, rounded(readers[i]), reader_params))
         response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]
         record = {
@@ -551,7 +573,14 @@ def run_sweep(
     for name in sweepable:
         rows = per_system[name]
         batch = evidence_batch([r["record"] for r in rows])
-        sys_settings, applied, iso, iso_input, iso_routes = settings, None, None, "top", None
+        sys_settings, applied, iso, iso_input, iso_routes, reader_params = (
+            settings,
+            None,
+            None,
+            "top",
+            None,
+            None,
+        )
         cal = rows[0]["record"].get("calibration")
         if isinstance(cal, dict) and "scale" in cal:
             # the run applied a calibration (calibration: auto or a file): re-fuse what it fused — the scaled
@@ -561,6 +590,7 @@ def run_sweep(
                 read = read_calibration(cal["file"])
                 if cal.get("isotonic"):
                     iso, iso_input, iso_routes = read.isotonic, read.confidence_input, read.isotonic_routes
+                    reader_params = read.reader_map
             except (CalibrationError, OSError, KeyError, TypeError):
                 iso = None
                 applied["isotonic"] = "calibration file not readable: confidence left unmapped"
@@ -572,7 +602,9 @@ def run_sweep(
         cache: dict = {}
         entries = []
         for s in sys_settings:
-            new = refuse_rows(rows, batch, s, instances, judge, cache, iso, iso_input, iso_routes)
+            new = refuse_rows(
+                rows, batch, s, instances, judge, cache, iso, iso_input, iso_routes, reader_params
+            )
             entry = {"setting": s.__dict__, **_setting_metrics(new, ref_rows, reference)}
             if s.table == "base":  # the re-fused run setting must reproduce the run's own routes
                 same = sum(a["record"]["route"] == b["record"].get("route") for a, b in zip(new, rows))

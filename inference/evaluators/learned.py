@@ -8,7 +8,8 @@ shared by every query of the batch:
    each ``[query; chunk]`` and proposes the chunk's answer span (or none); when no chunk of a query beats
    the no-answer score by ``span_null_margin``, its chunks are read again at ``span_fallback_margin`` (an
    empty frame would abstain whatever the chunks say); the spans are aligned into the query's frame
-   ``Θ_q`` by the claim aligner;
+   ``Θ_q`` by the claim aligner, and every chunk keeps its reader score (``ChunkEvidence.reader_score``:
+   the best span's score over the no-answer score);
 2. **evidence**: one encoding per chunk that lists the frame's claims gives ``e_i ∈ R^M`` for all ``k × M``
    (chunk, claim) pairs of the query at once.
 
@@ -121,7 +122,7 @@ class LearnedEvaluator:
         texts = [[c.text[: self.max_chunk_chars] for c in cs] for cs in chunks]
         modes = [frame_source(q, cand, "extracted") for q, cand in zip(queries, cands)]
         t0 = time.perf_counter()
-        spans, fell_back = self._extract(queries, texts, modes)
+        spans, scores, fell_back = self._extract(queries, texts, modes)
         t1 = time.perf_counter()
         frames = [
             self._frame(cs, cand, mode, spans.get(n))
@@ -144,7 +145,7 @@ class LearnedEvaluator:
                 EvaluationResult(
                     query=q,
                     chunks=list(cs),
-                    decisions=self._decisions(cs, frame, ev, spans.get(n)),
+                    decisions=self._decisions(cs, frame, ev, spans.get(n), scores.get(n)),
                     claims=frame,
                     evidence=ev if frame else torch.zeros(len(cs), 0, dtype=torch.float64),
                     logical_decisions=len(cs),
@@ -172,31 +173,36 @@ class LearnedEvaluator:
         queries whose chunks gave no span, ``span_fallback_margin``). Other evaluators use it as their claim
         source (the prompt evaluator's ``logprob_claims: spans``)."""
         texts = [[t[: self.max_chunk_chars] for t in ts] for ts in chunk_texts]
-        spans, _ = self._extract(queries, texts, ["extracted"] * len(queries))
+        spans, _, _ = self._extract(queries, texts, ["extracted"] * len(queries))
         return [[t for t in _span_texts(spans.get(n, [])) if t] for n in range(len(queries))]
 
     def _extract(
         self, queries: Sequence[str], texts: list[list[str]], modes: list[str]
-    ) -> tuple[dict[int, list], set[int]]:
+    ) -> tuple[dict[int, list], dict[int, list[float]], set[int]]:
         """Pass 1: the span head's claim(s) of every chunk, for the queries whose claims are extracted
-        (query index → one list of spans per chunk, best first), in one batched encoder pass when any query
-        needs it; then, for the queries none of whose chunks gave a span, one more pass at
-        ``span_fallback_margin``. Also returns the indices of those queries."""
+        (query index → one list of spans per chunk, best first) and each chunk's reader score (query index
+        → one score per chunk), in one batched encoder pass when any query needs it; then, for the queries
+        none of whose chunks gave a span, one more pass at ``span_fallback_margin``. Also returns the
+        indices of those queries."""
         need = [n for n, m in enumerate(modes) if m == "extracted" and texts[n]]
-        spans = self._spans(queries, texts, need, self.span_null_margin)
+        spans, scores = self._spans(queries, texts, need, self.span_null_margin)
         fallback = self.span_fallback_margin
         empty = [n for n in need if not any(spans[n])]
         if not empty or fallback is None or fallback >= self.span_null_margin:
-            return spans, set()
-        spans.update(self._spans(queries, texts, empty, fallback))
-        return spans, set(empty)
+            return spans, scores, set()
+        more, _ = self._spans(queries, texts, empty, fallback)  # the scores do not depend on the margin
+        spans.update(more)
+        return spans, scores, set(empty)
 
-    def _spans(self, queries: Sequence[str], texts: list[list[str]], which: list[int], null_margin: float):
-        """The span head's candidates of the chunks of queries ``which`` at ``null_margin``, in one batched
-        encoder pass (query index → one list of spans per chunk)."""
+    def _spans(
+        self, queries: Sequence[str], texts: list[list[str]], which: list[int], null_margin: float
+    ) -> tuple[dict[int, list], dict[int, list[float]]]:
+        """The span head's candidates and reader scores of the chunks of queries ``which`` at
+        ``null_margin``, in one batched encoder pass (query index → one list of spans, and one score, per
+        chunk)."""
         if not which:
-            return {}
-        flat = self.model.extract_span_candidates(
+            return {}, {}
+        flat = self.model.decode_spans(
             [queries[n] for n in which for _ in texts[n]],
             [t for n in which for t in texts[n]],
             n=self.span_candidates,
@@ -205,11 +211,13 @@ class LearnedEvaluator:
             null_margin=null_margin,
         )
         self.passes += 1
-        spans, pos = {}, 0
+        spans, scores, pos = {}, {}, 0
         for n in which:
-            spans[n] = flat[pos : pos + len(texts[n])]
+            part = flat[pos : pos + len(texts[n])]
+            spans[n] = [x for x, _ in part]
+            scores[n] = [float(v) for _, v in part]
             pos += len(texts[n])
-        return spans
+        return spans, scores
 
     def _frame(
         self, chunks: Sequence[Chunk], candidates: Sequence[str], mode: str, spans
@@ -219,9 +227,12 @@ class LearnedEvaluator:
         raw = _span_texts(spans) if spans is not None else [None] * len(chunks)
         return frame_claims(self.aligner.align(raw, inventory=inventory))
 
-    def _decisions(self, chunks: Sequence[Chunk], frame: list[FrameClaim], ev: torch.Tensor, spans) -> list:
+    def _decisions(
+        self, chunks: Sequence[Chunk], frame: list[FrameClaim], ev: torch.Tensor, spans, scores=None
+    ) -> list:
         """One decision per chunk: it supports its largest-evidence claim when that evidence reaches
-        ``support_threshold`` (the claim then lists the chunk), else it is irrelevant."""
+        ``support_threshold`` (the claim then lists the chunk), else it is irrelevant; with the chunk's
+        reader score where the span head read it (``scores``)."""
         decisions = []
         for i, c in enumerate(chunks):
             row = ev[i] if frame else torch.zeros(0, dtype=torch.float64)
@@ -252,6 +263,7 @@ class LearnedEvaluator:
                     extracted=found[0]
                     if found
                     else (frame[top].text if supports and spans is None else None),
+                    reader_score=rounded(scores[i]) if scores is not None else None,
                 )
             )
         return decisions

@@ -280,7 +280,7 @@ class EvidentialRAG(RAGSystem):
         if cal is not None:
             for rec in records:
                 rec.calibrated_confidence = rounded(
-                    cal.calibrated_confidence(rec.confidence, rec.stated_mass, rec.route)
+                    cal.calibrated_confidence(rec.confidence, rec.stated_mass, rec.route, rec.reader_score)
                 )
                 rec.calibration = dict(self.calibration_info or {})
         inputs = [generation_input_from_record(r.to_dict(), cs) for r, cs in zip(records, rows)]

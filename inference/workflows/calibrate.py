@@ -321,6 +321,9 @@ def _cache_tag(run_config: RunConfig, identity: dict[str, Any], frames: str = "l
     blob = {"identity": ident, "evaluator": ev}
     if frames != "labelled":  # the labelled tag is unchanged, so existing caches stay valid
         blob["frames"] = frames
+    if run_config.evaluator.name == "learned" and frames != "labelled":
+        # its entries carry the chunks' reader scores since cache format 2 (older entries have none)
+        blob["cache_format"] = 2
     blob = json.dumps(blob, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -342,13 +345,16 @@ def _read_cache(path: Path | None) -> tuple[dict[str, dict], int]:
             try:
                 e = json.loads(line)
                 got[e["id"]] = {"claims": list(e["claims"]), "evidence": e["evidence"]}
+                if e.get("reader") is not None:
+                    got[e["id"]]["reader"] = list(e["reader"])
             except (json.JSONDecodeError, KeyError, TypeError):
                 bad += 1  # a line cut by an interruption: that query is evaluated again
     return got, bad
 
 
 def _evaluate_batch(evaluator: Any, part: list[Any], frames: str = "labelled") -> list[dict[str, Any]]:
-    """One batched evaluator call over ``part``: a cache entry ``{claims, evidence}`` per query (with
+    """One batched evaluator call over ``part``: a cache entry ``{claims, evidence}`` per query, plus
+    ``reader`` (each chunk's reader score, null where it has none) when the evaluator read any (with
     ``frames="extracted"`` no candidates are passed, so ``claims`` is the evaluator's own frame)."""
     chunks = [[Chunk(f"c{i + 1}", text, None, rank=i + 1) for i, text in enumerate(ex.chunks)] for ex in part]
     candidates = [list(ex.claims) for ex in part] if frames == "labelled" else None
@@ -361,7 +367,11 @@ def _evaluate_batch(evaluator: Any, part: list[Any], frames: str = "labelled") -
                 f"the {evaluator.name} evaluator changed the candidate frame of query "
                 f"{ex.query[:60]!r}; calibration needs frame claim j = candidate j"
             )
-        entries.append({"claims": frame, "evidence": res.evidence.to(torch.float64).tolist()})
+        entry = {"claims": frame, "evidence": res.evidence.to(torch.float64).tolist()}
+        reader = [d.reader_score for d in res.decisions]
+        if any(x is not None for x in reader):
+            entry["reader"] = reader
+        entries.append(entry)
     return entries
 
 
@@ -463,6 +473,8 @@ def _outcomes(
         elif len(e["claims"]) > len(ex.claims):
             extra_claims += len(e["claims"]) - len(ex.claims)
             ex = dataclasses.replace(ex, claims=list(e["claims"]))
+        if e.get("reader") is not None:
+            ex = dataclasses.replace(ex, reader=list(e["reader"]))
         outcomes.append((ex, ev))
     return outcomes, extra_claims
 

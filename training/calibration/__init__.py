@@ -3,20 +3,23 @@
 * :mod:`~training.calibration.fit`: fitting on cached evaluator outputs (:class:`CalibrationData`,
   :class:`EvidenceCalibrator` = fit, then apply);
 * :mod:`~training.calibration.format`: the calibration file (:class:`Calibration`, :func:`read_calibration`);
-* :mod:`~training.calibration.apply`: applying it (evidence transform, isotonic map);
+* :mod:`~training.calibration.apply`: applying it (evidence transform, isotonic map, reader map);
 * :mod:`~training.calibration.reliability`: reliability diagrams.
 """
 
 from training.calibration.apply import (
     CalibrationError,
+    answer_reader_score,
     apply_evidence_transform,
     isotonic_map,
+    reader_map,
     route_isotonic_map,
 )
 from training.calibration.data import CalibrationData
 from training.calibration.fit import (
     LAM_GRID,
     POWER_GRID,
+    READER_MAP_MIN_QUERIES,
     ROUTE_MAP_MIN_QUERIES,
     SCALE_GRID,
     STATE_RATIO_GRID,
@@ -26,11 +29,13 @@ from training.calibration.fit import (
     ScaleFit,
     ThresholdFit,
     answer_hits,
+    answer_reader,
     cross_validate,
     evaluate_parameters,
     fit_calibration,
     fit_evidence_scale,
     fit_isotonic,
+    fit_reader_map,
     fit_route_isotonic,
     fit_state_ratio,
     fit_thresholds,
@@ -57,6 +62,7 @@ __all__ = [
     "CONFIDENCE_INPUTS",
     "LAM_GRID",
     "POWER_GRID",
+    "READER_MAP_MIN_QUERIES",
     "ROUTE_MAP_MIN_QUERIES",
     "SCALE_GRID",
     "STATE_RATIO_GRID",
@@ -68,6 +74,8 @@ __all__ = [
     "EvidenceCalibrator",
     "ScaleFit",
     "ThresholdFit",
+    "answer_reader",
+    "answer_reader_score",
     "apply_evidence_transform",
     "checkpoint_fingerprint",
     "cross_validate",
@@ -76,6 +84,7 @@ __all__ = [
     "fit_calibration",
     "fit_evidence_scale",
     "fit_isotonic",
+    "fit_reader_map",
     "fit_route_isotonic",
     "fit_state_ratio",
     "fit_thresholds",
@@ -84,6 +93,7 @@ __all__ = [
     "fused_outputs",
     "isotonic_map",
     "read_calibration",
+    "reader_map",
     "route_isotonic_map",
     "answer_hits",
     "set_hits",

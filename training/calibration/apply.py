@@ -1,5 +1,6 @@
-"""Applying a calibration: the evidence transform ``e' = s · e^p`` and the isotonic map of the confidence
-(no scikit-learn needed at inference)."""
+"""Applying a calibration: the evidence transform ``e' = s · e^p``, the isotonic map of the confidence and
+the reader map that corrects it with the reader score of the answer's chunks (no scikit-learn needed at
+inference)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ import numpy as np
 import torch
 
 from evidential.errors import EvidentialError
+from evidential.routing import backing_claims
 
-__all__ = ["CalibrationError", "apply_evidence_transform", "isotonic_map", "route_isotonic_map"]
+__all__ = [
+    "CalibrationError",
+    "answer_reader_score",
+    "apply_evidence_transform",
+    "isotonic_map",
+    "reader_map",
+    "route_isotonic_map",
+]
 
 
 class CalibrationError(EvidentialError):
@@ -66,3 +75,71 @@ def route_isotonic_map(
         if idx:
             out[idx] = isotonic_map(conf[idx], m)
     return out
+
+
+def answer_reader_score(evidence: torch.Tensor, reader: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
+    """The reader score of an answer: the largest reader score among the chunks that back the answer's
+    claim (:func:`evidential.backing_claims`: the claim is the chunk's largest evidence), else among all
+    chunks with a score; NaN where no chunk has one (a frame the span head did not read) or no claim is
+    selected.
+
+    Args:
+        evidence: ``[..., k, M]`` evidence (any monotone transform of it backs the same claims).
+        reader: ``[..., k]`` reader scores, NaN where a chunk has none.
+        selected: ``[...]`` long, the answer's claim index (``-1``: none).
+
+    Returns:
+        ``[...]`` float64.
+
+    Example:
+        >>> ev = torch.tensor([[3.0, 0.0], [0.0, 2.0], [1.0, 0.0]])
+        >>> answer_reader_score(ev, torch.tensor([2.5, 9.0, 4.0]), torch.tensor(0)).item()
+        4.0
+        >>> answer_reader_score(ev, torch.tensor([2.5, float("nan"), 4.0]), torch.tensor(1)).item()
+        4.0
+    """
+    e = torch.as_tensor(evidence)
+    r = torch.as_tensor(reader, dtype=torch.float64)
+    sel = torch.as_tensor(selected, dtype=torch.long)
+    neg = torch.full_like(r, -math.inf)
+    scored = torch.where(torch.isnan(r), neg, r)
+    best_any = scored.max(-1).values if r.shape[-1] else torch.full(sel.shape, -math.inf, dtype=r.dtype)
+    if e.shape[-1] and r.shape[-1]:
+        backs = backing_claims(e)  # [..., k, M]
+        idx = sel.clamp_min(0).view(*sel.shape, 1, 1).expand(*backs.shape[:-1], 1)
+        backed = backs.gather(-1, idx).squeeze(-1)  # [..., k]
+        best_backed = torch.where(backed, scored, neg).max(-1).values
+    else:
+        best_backed = torch.full_like(best_any, -math.inf)
+    out = torch.where(torch.isfinite(best_backed), best_backed, best_any)
+    return torch.where(torch.isfinite(out) & (sel >= 0), out, torch.full_like(out, math.nan))
+
+
+def reader_map(confidence, reader_score, params: dict | None):
+    """The reader map: ``σ(a · logit(c) + b · clip(r) + c0)`` of a calibrated confidence ``c`` and the
+    answer's reader score ``r`` (:func:`answer_reader_score`), with ``params = {coef: [a, b], intercept:
+    c0, clip: [lo, hi], eps}`` (``c`` is clipped to ``[eps, 1 - eps]`` for the logit). A confidence of 0
+    (nothing stated) stays 0, and so does every confidence without a finite reader score; ``params`` None:
+    the identity. ``confidence`` and ``reader_score`` are floats, or tensors of one shape.
+
+    Example:
+        >>> p = {"coef": [1.0, 0.5], "intercept": -1.0, "clip": [-5.0, 15.0], "eps": 0.001}
+        >>> round(reader_map(0.5, 2.0, p), 6), reader_map(0.5, None, p), reader_map(0.0, 2.0, p)
+        (0.5, 0.5, 0.0)
+    """
+    if params is None:
+        return confidence
+    a, b = (float(x) for x in params["coef"])
+    c0, (lo, hi), eps = float(params["intercept"]), params["clip"], float(params["eps"])
+    if not isinstance(confidence, torch.Tensor):
+        if reader_score is None or not math.isfinite(float(reader_score)) or not float(confidence) > 0:
+            return confidence
+        c = min(max(float(confidence), eps), 1.0 - eps)
+        z = a * math.log(c / (1.0 - c)) + b * min(max(float(reader_score), lo), hi) + c0
+        return 1.0 / (1.0 + math.exp(-z))
+    conf = confidence.double()
+    r = torch.as_tensor(reader_score, dtype=torch.float64, device=conf.device)
+    c = conf.clamp(eps, 1.0 - eps)
+    z = a * torch.log(c / (1.0 - c)) + b * torch.nan_to_num(r, nan=0.0).clamp(lo, hi) + c0
+    keep = torch.isnan(r) | ~(conf > 0)
+    return torch.where(keep, conf, torch.sigmoid(z)).to(confidence.dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,9 @@ class CalibrationData:
             where ``gold`` was widened to a conflict's sides
             (:func:`inference.workflows.calibrate.side_conflict_reference`), else ``gold`` (the default);
             the answer-accuracy target (:func:`training.calibration.fit.answer_hits`) of the confidence map.
+        reader: Float64 ``[B, k]``: each chunk's reader score (the learned evaluator's span head,
+            :attr:`inference.types.ChunkEvidence.reader_score`), NaN where it has none; the input of the
+            reader map (:func:`training.calibration.fit.fit_reader_map`); default all NaN.
     """
 
     evidence: torch.Tensor
@@ -68,6 +72,7 @@ class CalibrationData:
     copies: torch.Tensor | None = None
     conflict_gold: torch.Tensor | None = None
     truth: torch.Tensor | None = None
+    reader: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         b = self.evidence.shape[0] if self.evidence.ndim == 3 else -1
@@ -84,6 +89,8 @@ class CalibrationData:
         k, m = self.evidence.shape[1:]
         if self.copies is None:
             self.copies = torch.zeros(b, k, k, dtype=torch.bool)
+        if self.reader is None:
+            self.reader = torch.full((b, k), math.nan, dtype=torch.float64)
         for name, t, shape in (
             ("chunk_mask", self.chunk_mask, (b, k)),
             ("claim_mask", self.claim_mask, (b, m)),
@@ -95,6 +102,7 @@ class CalibrationData:
             ("copies", self.copies, (b, k, k)),
             ("conflict_gold", self.conflict_gold, (b,)),
             ("truth", self.truth, (b, m)),
+            ("reader", self.reader, (b, k)),
         ):
             if tuple(t.shape) != shape:
                 raise CalibrationError(f"{name} must have shape {shape}; got {tuple(t.shape)}")
@@ -126,11 +134,13 @@ class CalibrationData:
         copies: Sequence[Sequence[Sequence[int]]] | None = None,
         conflict_gold: Sequence[bool] | None = None,
         truth: Sequence[Sequence[int] | None] | None = None,
+        reader: Sequence[Sequence[float | None] | None] | None = None,
     ) -> CalibrationData:
         """From per-query evidence ``[k_b, M_b]``, gold claim indices (``None``: no gold reference) and
         expected route names; ``copies``: per query, per chunk, the indices of its near-copies;
         ``conflict_gold``: per query, whether its gold reference is a conflict's sides; ``truth``: per query,
-        the claim indices a response is judged right for stating (``None`` or absent: its gold)."""
+        the claim indices a response is judged right for stating (``None`` or absent: its gold); ``reader``:
+        per query, its chunks' reader scores (``None`` for a query or a chunk without one)."""
         if not (len(evidence) == len(gold) == len(expected)):
             raise CalibrationError("evidence, gold and expected routes must have one entry per query")
         widths = [int(e.shape[1]) if e.ndim == 2 else 0 for e in evidence]
@@ -161,6 +171,21 @@ class CalibrationData:
                 raise CalibrationError(f"query {b}: copy pair {bad[0]} outside its chunks")
             pairs = copy_pairs([list(js) for js in per_chunk])
             cp[b, : pairs.shape[0], : pairs.shape[1]] = pairs
+        rd = torch.full((ev.shape[0], k), math.nan, dtype=torch.float64)
+        if reader is not None and len(reader) != len(gold):
+            raise CalibrationError(f"reader must have one entry per query: {len(reader)} vs {len(gold)}")
+        for b, scores in enumerate(reader or []):
+            if scores is None:
+                continue
+            if len(scores) != int(chunk_mask[b].sum()):
+                raise CalibrationError(
+                    f"query {b}: {len(scores)} reader scores for {int(chunk_mask[b].sum())} chunks"
+                )
+            for i, x in enumerate(scores):
+                if x is not None:
+                    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                        raise CalibrationError(f"query {b}: reader score {x!r} of chunk {i} is not finite")
+                    rd[b, i] = float(x)
         unknown = sorted(set(expected) - set(ROUTE_ID))
         if unknown:
             raise CalibrationError(f"unknown expected route {unknown[0]!r}; routes are {', '.join(ROUTES)}")
@@ -177,6 +202,7 @@ class CalibrationData:
             copies=cp,
             conflict_gold=_flags(conflict_gold),
             truth=t,
+            reader=rd,
         )
 
     @classmethod
@@ -197,6 +223,7 @@ class CalibrationData:
             [near_copies(list(ex.chunks), copy_overlap) for ex, _ in outcomes],
             [getattr(ex, "conflict_gold", False) for ex, _ in outcomes],
             [getattr(ex, "truth", None) for ex, _ in outcomes],
+            [getattr(ex, "reader", None) for ex, _ in outcomes],
         )
 
     def subset(self, index: Sequence[int] | torch.Tensor) -> CalibrationData:
@@ -214,4 +241,5 @@ class CalibrationData:
             copies=self.copies[idx],
             conflict_gold=self.conflict_gold[idx],
             truth=self.truth[idx],
+            reader=self.reader[idx],
         )

@@ -69,8 +69,10 @@ from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
 from training.calibration.apply import (
     CalibrationError,
+    answer_reader_score,
     apply_evidence_transform,
     isotonic_map,
+    reader_map,
     route_isotonic_map,
 )
 from training.calibration.data import CalibrationData
@@ -91,6 +93,7 @@ __all__ = [
     "fit_calibration",
     "fit_evidence_scale",
     "fit_isotonic",
+    "fit_reader_map",
     "fit_route_isotonic",
     "fit_state_ratio",
     "fit_thresholds",
@@ -98,7 +101,9 @@ __all__ = [
     "fold_of",
     "fused_outputs",
     "answer_hits",
+    "READER_MAP_MIN_QUERIES",
     "ROUTE_MAP_MIN_QUERIES",
+    "answer_reader",
     "set_hits",
     "witness_mask",
 ]
@@ -120,6 +125,13 @@ WITNESS_RATIO_GRID: tuple[float, ...] = tuple(round(i * 0.05, 4) for i in range(
 #: Gold queries a route needs for an isotonic map of its own (:func:`fit_route_isotonic`); fewer share the
 #: pooled map.
 ROUTE_MAP_MIN_QUERIES = 30
+
+#: Gold answers with a reader score the reader map needs (:func:`fit_reader_map`); with fewer it is not fitted.
+READER_MAP_MIN_QUERIES = 20
+#: The reader scores' range in the reader map (a score beyond it says nothing more).
+READER_CLIP = (-5.0, 15.0)
+#: How close to 0 or 1 a confidence is taken for its logit in the reader map.
+READER_EPS = 1e-3
 
 _NLL_EPS = 1e-6
 
@@ -345,6 +357,22 @@ def _stated(
     return stated
 
 
+def answer_reader(data: CalibrationData, belief: torch.Tensor) -> torch.Tensor:
+    """Per query: the reader score of its answer (:func:`~training.calibration.apply.answer_reader_score`
+    of the answer's claim: the highest-mass claim that edited copies do not contest, as the pipeline
+    commits to); NaN where its chunks have no reader score."""
+    contested = (
+        copy_contested(
+            belief, merge_copies(data.evidence, data.copies, data.chunk_mask), data.copies, data.chunk_mask
+        )
+        if bool(data.copies.any())
+        else None
+    )
+    selected = select_uncontested(belief.masked_fill(~data.claim_mask, 0.0), contested)
+    evidence = data.evidence * data.chunk_mask.unsqueeze(-1)
+    return answer_reader_score(evidence, data.reader, selected)
+
+
 def set_hits(
     data: CalibrationData,
     belief: torch.Tensor,
@@ -513,6 +541,62 @@ def fit_route_isotonic(
     return maps or None
 
 
+def fit_reader_map(
+    confidence: torch.Tensor,
+    reader: torch.Tensor,
+    correct: torch.Tensor,
+    min_queries: int = READER_MAP_MIN_QUERIES,
+) -> dict[str, Any] | None:
+    """The reader map (:func:`~training.calibration.apply.reader_map`): a logistic regression
+    (scikit-learn, L2, C = 1) of correctness on the logit of the mapped confidence and the answer's reader
+    score, over the answers that have both (confidence > 0, a finite reader score). The fused mass says how
+    much the chunks agree on a claim; the reader score says whether the chunk that states it answers this
+    question at all — a multi-hop question's first-hop entity is read with a low score, a direct answer
+    with a high one — which the mass cannot tell. ``None`` with fewer than ``min_queries`` such answers or
+    only one outcome among them.
+
+    Args:
+        confidence: ``[N]`` mapped confidences (after the isotonic map).
+        reader: ``[N]`` the answers' reader scores (NaN: none).
+        correct: ``[N]`` bool, the answer as stated is right.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    c = torch.as_tensor(confidence, dtype=torch.float64)
+    r = torch.as_tensor(reader, dtype=torch.float64)
+    y = torch.as_tensor(correct, dtype=torch.bool)
+    use = (c > 0) & torch.isfinite(r)
+    if int(use.sum()) < min_queries or len(set(y[use].tolist())) < 2:
+        return None
+    cc = c[use].clamp(READER_EPS, 1.0 - READER_EPS)
+    x = torch.stack([torch.log(cc / (1.0 - cc)), r[use].clamp(*READER_CLIP)], -1).numpy()
+    lr = LogisticRegression(C=1.0).fit(x, y[use].numpy())
+    return {
+        "coef": [float(v) for v in lr.coef_[0]],
+        "intercept": float(lr.intercept_[0]),
+        "clip": list(READER_CLIP),
+        "eps": READER_EPS,
+        "queries": int(use.sum()),
+    }
+
+
+def _final_confidence(
+    c_input: torch.Tensor,
+    routes: torch.Tensor,
+    isotonic: dict[str, list[float]] | None,
+    isotonic_routes: dict[str, dict[str, list[float]]] | None,
+    reader_params: dict[str, Any] | None = None,
+    reader: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The calibrated confidence of each answer: its route's isotonic map, then the reader map where the
+    answer has a reader score (abstentions keep 0)."""
+    out = route_isotonic_map(c_input, [ROUTES[i] for i in routes.tolist()], isotonic, isotonic_routes)
+    if reader_params is None or reader is None:
+        return out
+    r = torch.where(routes == ROUTES.index("abstain"), torch.full_like(reader, math.nan), reader)
+    return reader_map(out, r, reader_params)
+
+
 # ---- evaluation ----------------------------------------------------------------------------------------
 def evaluate_parameters(
     data: CalibrationData,
@@ -530,6 +614,7 @@ def evaluate_parameters(
     state_witness_ratio: float | str | None = None,
     confidence_input: str = "top",
     isotonic_routes: dict[str, dict[str, list[float]]] | None = None,
+    reader_map: dict[str, Any] | None = None,
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
@@ -537,7 +622,8 @@ def evaluate_parameters(
     selected claim is gold), ``answer_accuracy`` (with ``state_ratio``: the answer as stated is right,
     :func:`answer_hits`; else the selected claim; with ``state_witness_ratio`` the witnessed claims are
     stated too), ``ece`` / ``nll`` / ``brier`` of the final confidence
-    (isotonic-mapped when ``isotonic`` is given; by each answer's route's map in ``isotonic_routes``) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
+    (isotonic-mapped when ``isotonic`` is given; by each answer's route's map in ``isotonic_routes``; then
+    by ``reader_map`` where the answer has a reader score) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
     the Eq 27 confidence itself against the selected claim (the trainer's ECE). ``details=True`` adds the
     per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
     res, conf, correct = fused_outputs(data, scale, power, lam, rule)
@@ -551,7 +637,8 @@ def evaluate_parameters(
         if confidence_input == "stated":
             c_input = stated_mass(data, res.belief, ids, state_ratio, state_ratio_yes_no, wit)
     c_fused, ok = conf[g], correct[g]
-    c_final = route_isotonic_map(c_input[g], [ROUTES[i] for i in ids[g].tolist()], isotonic, isotonic_routes)
+    reader = answer_reader(data, res.belief)[g] if reader_map is not None else None
+    c_final = _final_confidence(c_input[g], ids[g], isotonic, isotonic_routes, reader_map, reader)
     n_gold = int(g.sum())
     out: dict[str, Any] = {
         "queries": len(data),
@@ -594,16 +681,19 @@ def fit_calibration(
     fixed_state_ratio: float | None = None,
     witness_ratios: Sequence[float] | None = WITNESS_RATIO_GRID,
     route_maps: bool = True,
+    reader_maps: bool = True,
 ) -> dict[str, Any]:
     """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → the witness bar
     → isotonic) on ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the
     yes/no frames' bar still is); its set accuracy is reported all the same. With ``witness_ratios`` None
     the witness bar is not fitted (``state_witness_ratio`` None: the run config's stays). With ``route_maps``
     (and ``isotonic``) each answering route with enough gold queries gets a map of its own
-    (:func:`fit_route_isotonic`, ``isotonic_routes``).
+    (:func:`fit_route_isotonic`, ``isotonic_routes``). With ``reader_maps`` (and a fitted isotonic map) the
+    mapped confidence is corrected by the answer's reader score where the evaluator gave one
+    (:func:`fit_reader_map`, ``reader_map``; None without enough such answers).
 
     Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
-    state_ratio_yes_no, state_witness_ratio, confidence_input, isotonic_routes}`` (``isotonic_routes`` None
+    state_ratio_yes_no, state_witness_ratio, confidence_input, isotonic_routes, reader_map}`` (``isotonic_routes`` None
     without a route map; ``state_ratio_yes_no`` None without a yes/no query;
     ``state_witness_ratio`` a bar or ``"off"``)
     and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
@@ -656,7 +746,7 @@ def fit_calibration(
         )
     else:  # every yes/no question is a conflict: nothing to fit the bar on, the prior stays
         ratio_yn, set_acc_yn = float(state_prior), 0.0
-    iso = iso_routes = None
+    iso = iso_routes = reader_params = None
     if isotonic:
         g = data.has_gold
         # the answer as stated: is it right, and the fused mass of what it states (each kind of frame at its
@@ -674,6 +764,17 @@ def fit_calibration(
                 iso_routes = fit_route_isotonic(mass[g], answered[g], routes[g])
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
+        if iso is not None and reader_maps:
+            mapped = _final_confidence(mass[g], routes[g], iso, iso_routes)
+            answering = routes[g] != ROUTES.index("abstain")
+            reader = answer_reader(data, res.belief)[g]
+            reader = torch.where(answering, reader, torch.full_like(reader, math.nan))
+            reader_params = fit_reader_map(mapped, reader, answered[g])
+            if reader_params is None:
+                notes.append(
+                    f"reader map skipped: fewer than {READER_MAP_MIN_QUERIES} gold answers with a reader score "
+                    "(or one outcome among them)"
+                )
     return {
         "scale": sf.scale,
         "power": sf.power,
@@ -688,6 +789,7 @@ def fit_calibration(
         "state_witness_ratio": witness,
         "confidence_input": "stated",
         "isotonic_routes": iso_routes,
+        "reader_map": reader_params,
         "fit": {
             "nll_identity": sf.nll_identity,
             "nll_scaled": sf.nll,
@@ -724,6 +826,7 @@ _PARAM_KEYS = (
     "state_witness_ratio",
     "confidence_input",
     "isotonic_routes",
+    "reader_map",
 )
 
 
@@ -771,12 +874,15 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         )
         if p["confidence_input"] == "stated":
             c = stated_mass(held, res.belief, routes[test], *bars)
-        names = [ROUTES[i] for i in routes[test].tolist()]
-        conf[test] = route_isotonic_map(c, names, p["isotonic"], p["isotonic_routes"])
+        reader = answer_reader(held, res.belief) if p["reader_map"] is not None else None
+        conf[test] = _final_confidence(
+            c, routes[test], p["isotonic"], p["isotonic_routes"], p["reader_map"], reader
+        )
         correct[test] = answer_hits(held, res.belief, routes[test], *bars)
         set_ok[test] = set_hits(held, res.belief, routes[test], *bars)
         per_fold.append(
-            {k: v for k, v in p.items() if k not in ("isotonic", "isotonic_routes")} | {"queries": len(test)}
+            {k: v for k, v in p.items() if k not in ("isotonic", "isotonic_routes", "reader_map")}
+            | {"queries": len(test)}
         )
     g = data.has_gold
     n_gold = int(g.sum())

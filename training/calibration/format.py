@@ -15,7 +15,12 @@ import torch
 
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
-from training.calibration.apply import CalibrationError, apply_evidence_transform, route_isotonic_map
+from training.calibration.apply import (
+    CalibrationError,
+    apply_evidence_transform,
+    reader_map,
+    route_isotonic_map,
+)
 from training.utils.io import loads_strict
 
 __all__ = [
@@ -96,7 +101,10 @@ class Calibration:
     :data:`CONFIDENCE_INPUTS`: ``"top"`` the Eq 27 confidence, the top claim's mass — files fitted before the
     field; ``"stated"`` the fused mass of the stated set, the belief that the answer as stated holds the
     truth), ``isotonic_routes`` (optional: a map per route, ``{route: breakpoints}``, for the routes with
-    enough validation answers of their own; the others use ``isotonic``). Provenance: ``evaluator`` (name), ``evaluator_info``
+    enough validation answers of their own; the others use ``isotonic``), ``reader_map`` (optional: the
+    logistic correction of the mapped confidence by the answer's reader score,
+    :func:`~training.calibration.apply.reader_map`, ``{coef: [a, b], intercept, clip: [lo, hi], eps}``;
+    answers without a reader score keep the isotonic value). Provenance: ``evaluator`` (name), ``evaluator_info``
     (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
     ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
     ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
@@ -116,6 +124,7 @@ class Calibration:
     state_witness_ratio: float | str | None = None
     confidence_input: str = "top"
     isotonic_routes: dict[str, dict[str, list[float]]] | None = None
+    reader_map: dict[str, Any] | None = None
     evaluator_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -175,6 +184,9 @@ class Calibration:
                 r: _breakpoints(m, f"parameters.isotonic_routes.{r}") for r, m in maps.items()
             }
 
+        if self.reader_map is not None:
+            self.reader_map = _reader_params(self.reader_map)
+
     @property
     def fingerprint(self) -> str | None:
         """The evaluator fingerprint it was fitted for (checkpoint content, or prompt backend/model)."""
@@ -184,12 +196,14 @@ class Calibration:
         """``e' = s · e^p`` (before Eqs 2–6)."""
         return apply_evidence_transform(evidence, self.scale, self.power)
 
-    def calibrated_confidence(self, confidence, stated_mass=None, route=None):
+    def calibrated_confidence(self, confidence, stated_mass=None, route=None, reader_score=None):
         """The isotonic map of the answer's confidence (float, numpy array or tensor); identity without one.
         Its input is ``confidence`` (the Eq 27 top-claim mass) or, with ``confidence_input == "stated"``,
         ``stated_mass`` (the fused mass of the stated set; required then). 0 (no claim) maps to 0. With
         ``isotonic_routes`` the answer's ``route`` (a name, or one per element of an array) picks its map;
-        without a route, or for a route without its own map, the pooled ``isotonic`` applies."""
+        without a route, or for a route without its own map, the pooled ``isotonic`` applies. With a
+        ``reader_map`` and the answer's ``reader_score`` (a float, or a tensor like ``confidence``; None or
+        NaN: none) the mapped value is then corrected by it; an abstention is never corrected."""
         if self.confidence_input == "stated":
             if stated_mass is None:
                 raise CalibrationError(
@@ -198,7 +212,10 @@ class Calibration:
                 )
             confidence = stated_mass
         routed = self.isotonic_routes if route is not None else None
-        return route_isotonic_map(confidence, route, self.isotonic, routed)
+        out = route_isotonic_map(confidence, route, self.isotonic, routed)
+        if self.reader_map is None or reader_score is None or (isinstance(route, str) and route == "abstain"):
+            return out
+        return reader_map(out, reader_score, self.reader_map)
 
     def fusion_overrides(self) -> dict[str, float | None]:
         """``{lam, tau1, tau2}`` (and ``state_ratio`` / ``state_ratio_yes_no`` / ``state_witness_ratio`` when
@@ -241,6 +258,7 @@ class Calibration:
                 # written when it is not the default of files fitted before the field, which round-trip unchanged
                 **({"confidence_input": self.confidence_input} if self.confidence_input != "top" else {}),
                 **({"isotonic_routes": self.isotonic_routes} if self.isotonic_routes is not None else {}),
+                **({"reader_map": self.reader_map} if self.reader_map is not None else {}),
             },
             "data": self.data,
             "metrics": self.metrics,
@@ -284,12 +302,40 @@ class Calibration:
             state_witness_ratio=params.get("state_witness_ratio"),  # optional: files fitted before it
             confidence_input=params.get("confidence_input", "top"),  # files fitted before it map the top mass
             isotonic_routes=params.get("isotonic_routes"),  # optional: files fitted before per-route maps
+            reader_map=params.get("reader_map"),  # optional: files fitted before the reader map
             evaluator_info={k: v for k, v in ev.items() if k != "name"},
             data=d.get("data", {}),
             metrics=d.get("metrics", {}),
             search=d.get("search", {}),
             extra={k: v for k, v in d.items() if k not in top},
         )
+
+
+def _reader_params(p: Any) -> dict[str, Any]:
+    """The checked ``parameters.reader_map`` object (see :class:`Calibration`)."""
+    w = "parameters.reader_map"
+    if not isinstance(p, dict):
+        raise CalibrationError(
+            f"{w} must be null or an object {{coef: [a, b], intercept, clip: [lo, hi], eps}}"
+        )
+    missing = sorted({"coef", "intercept", "clip", "eps"} - set(p))
+    if missing:
+        raise CalibrationError(f"field '{w}.{missing[0]}' is missing")
+    pairs = {}
+    for key in ("coef", "clip"):
+        v = p[key]
+        if (
+            not isinstance(v, list)
+            or len(v) != 2
+            or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in v)
+        ):
+            raise CalibrationError(f"{w}.{key} must be a list of two finite numbers; got {v!r}")
+        pairs[key] = [float(x) for x in v]
+    if not pairs["clip"][0] < pairs["clip"][1]:
+        raise CalibrationError(f"{w}.clip must be [lo, hi] with lo < hi; got {pairs['clip']}")
+    intercept = _num(p, "intercept", w, -math.inf, math.inf)
+    eps = _num(p, "eps", w, 0.0, 0.5, open_low=True)
+    return {**p, **pairs, "intercept": intercept, "eps": eps}
 
 
 def describe_identity(name: str, info: dict[str, Any]) -> str:

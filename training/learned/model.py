@@ -464,7 +464,7 @@ class EvidentialEvaluatorModel(nn.Module):
         (:func:`training.utils.spans.repair_span`)."""
         return [
             spans[0] if spans else SpanPrediction(None, score)
-            for spans, score in self._decode_spans(queries, chunks, 1, 0.0, repair, null_margin)
+            for spans, score in self.decode_spans(queries, chunks, 1, 0.0, repair, null_margin)
         ]
 
     def extract_span_candidates(
@@ -480,19 +480,22 @@ class EvidentialEvaluatorModel(nn.Module):
         (as :meth:`extract_spans`; none when it fails the null threshold) and then the next-best spans that do
         not overlap a kept one and score within ``margin`` of the best (start + end logits). The alternates
         give the evidential head more candidate claims to weigh when the best span's edges are wrong."""
-        return [spans for spans, _ in self._decode_spans(queries, chunks, n, margin, repair, null_margin)]
+        return [spans for spans, _ in self.decode_spans(queries, chunks, n, margin, repair, null_margin)]
 
-    def _decode_spans(
+    @torch.no_grad()
+    def decode_spans(
         self,
         queries: list[str],
         chunks: list[str],
-        n: int,
-        margin: float,
-        repair: bool,
-        null_margin: float,
+        n: int = 1,
+        margin: float = 2.0,
+        repair: bool = True,
+        null_margin: float = 0.0,
     ) -> list[tuple[list[SpanPrediction], float]]:
-        """Per (query, chunk): up to ``n`` non-overlapping spans (see :meth:`extract_span_candidates`) and
-        the best span's score over the no-answer score."""
+        """Per (query, chunk), in one batched pass: up to ``n`` non-overlapping spans (see
+        :meth:`extract_span_candidates`) and the *reader score*, the best span's score over the no-answer
+        score (SQuAD 2's null-score difference: how sure the span head is that the chunk answers the
+        question), also for a chunk whose best span fails ``null_margin`` and gives no span."""
         if not queries:
             return []
         out_t = self(queries, chunks, None, spans=True)

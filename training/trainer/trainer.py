@@ -112,6 +112,9 @@ class QueryExample:
     # (inference.workflows.calibrate.side_conflict_reference): what a response's accuracy is judged against,
     # and so what the confidence map is fitted to (None: ``gold``)
     truth: list[int] | None = None
+    # calibration only: per chunk, the evaluator's reader score (None where it has none; None: no scores),
+    # the input of the reader map (training.calibration.fit.fit_reader_map)
+    reader: list[float | None] | None = None
 
     def is_labelled(self, i: int) -> bool:
         return self.labelled is None or self.labelled[i]

@@ -18,9 +18,8 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
    the second when it asks about a death (otherwise the span stays a range).
 4. **Places** (only when the question asks for a place, :func:`asks_for_place`): a name grows over the
    comma-joined names right before and after it ("Chester Springs, Pennsylvania", "Cheras, Selangor,
-   Malaysia"), at most :data:`MAX_PLACE_PARTS` names and :data:`MAX_PLACE_WORDS` words in all, also
-   inside a bracket ("Larkin Covered Bridge (Chester Springs, Pennsylvania)"). A name that opens a
-   sentence never joins from the left. Elsewhere a comma ends a name: "Timbaland, Justin
+   Malaysia"), at most :data:`MAX_PLACE_PARTS` names and :data:`MAX_PLACE_WORDS` words in all. A name
+   that opens a sentence, or a bracket, never joins from the left. Elsewhere a comma ends a name: "Timbaland, Justin
    Timberlake" lists two artists.
 5. **Numbers**: a number cut inside its thousands groups or its decimals grows over them ("147" of
    "40,147", "219" of "219,126", "104" of "104.1"); groups are exactly three digits after a comma with no
@@ -267,7 +266,7 @@ def _places(text: str, a: int, b: int) -> tuple[int, int]:
         if start < 0 or text[start : a - 2] != " ".join(cand):
             break
         before = text[max(0, start - 2) : start]
-        if start == 0 or before.endswith((". ", "! ", "? ", "\n")) or not before.endswith((" ", "(")):
+        if start == 0 or before.endswith((". ", "! ", "? ", "\n")) or not before.endswith(" "):
             break
         if words + len(cand) > MAX_PLACE_WORDS:
             break

@@ -189,3 +189,40 @@ def test_span_candidates_add_alternates_to_the_frame():
         if len(tb) > len(ta):
             assert any("alternates" in d.rationale for d in b.decisions)
     assert grew > 0
+
+
+def test_every_read_chunk_carries_its_reader_score_and_the_answer_record_its_answers():
+    """The shipped checkpoint on real RAMDocs chunks: each chunk of an extracted frame has the span head's
+    reader score (the score decode_spans gives it, also for a chunk that gives no span), a chunk whose span
+    is extracted scores above the null margin, and the answer record's reader score is the best score of
+    the chunks backing its answer; frames the span head does not read (yes/no, given candidates) have none."""
+    from evidential import FusionConfig
+    from inference.answer import build_answer_record
+
+    recs = load_ramdocs()[:3]
+    qs = [r["question"] for r in recs]
+    chunks = [_chunks(r, k=5) for r in recs]
+    ev = build_evaluator(EvaluatorConfig(name="learned"))
+    results = ev.evaluate_batch(qs, chunks)
+    for q, cs, res in zip(qs, chunks, results):
+        want = [s for _, s in ev.model.decode_spans([q] * len(cs), [c.text for c in cs])]
+        got = [d.reader_score for d in res.decisions]
+        assert got == pytest.approx(want, abs=1e-5)
+        for d in res.decisions:
+            if d.extracted is not None and not res.meta["span_fallback"]:
+                assert d.reader_score > ev.span_null_margin
+        rec = build_answer_record(res, FusionConfig())
+        assert all(c.reader_score == d.reader_score for c, d in zip(rec.chunks, res.decisions))
+        if rec.answer is not None:
+            backing = [
+                d.reader_score
+                for d, row in zip(res.decisions, res.evidence)
+                if row.numel() and row.max() > 0 and res.claims[int(row.argmax())].text == rec.answer
+            ]
+            assert rec.reader_score == pytest.approx(max(backing or got), abs=1e-5)
+        assert rec.to_dict()["reader_score"] == rec.reader_score
+    yn = ev.evaluate("Is the Nile longer than the Amazon?", [Chunk("c", "The Nile is 6650 km long.")])
+    given = ev.evaluate(qs[0], chunks[0], [*recs[0]["gold_answers"], *recs[0]["wrong_answers"]])
+    for res in (yn, given):
+        assert all(d.reader_score is None for d in res.decisions)
+        assert build_answer_record(res, FusionConfig()).reader_score is None

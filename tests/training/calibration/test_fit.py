@@ -286,6 +286,7 @@ def test_evidence_calibrator_fits_then_applies():
             "state_witness_ratio",
             "confidence_input",
             "isotonic_routes",
+            "reader_map",
         )
     }
     assert cal.params["state_ratio_yes_no"] is None  # no yes/no query: no bar of its own

@@ -71,9 +71,11 @@ def test_a_place_answer_takes_its_comma_joined_names_only_when_the_question_asks
 def test_a_name_in_a_titles_bracket_joins_up_to_the_bracket():
     assert _repair("Crazy World (Boys Like Girls album) Crazy World is", "Like Girls") == "Boys Like Girls"
     assert _repair("Iconoclast (Symphony X album) Iconoclast is the eighth", "X") == "Symphony X"
+    # a place in a title's bracket does not grow over the names before it (measured: "Chester Springs,
+    # Pennsylvania" lost the backing of a chunk that names only the state, and the planted copy won)
     where = "Where is the Larkin Covered Bridge located?"
     text = "Larkin Covered Bridge (Chester Springs, Pennsylvania) Larkin Covered Bridge is a Burr truss"
-    assert _repair(text, "Pennsylvania", where) == "Chester Springs, Pennsylvania"
+    assert _repair(text, "Pennsylvania", where) == "Pennsylvania"
     # a quote is no bracket: a headline's capitalized words are not one name
     assert _repair('^ "Top Democratic in Colorado Capitol says', "Democratic") == "Democratic"
     # nothing left of the bracket joins
