@@ -110,6 +110,14 @@ def calibrate_cmd(
             "answers, besides the pooled map the other routes use.",
         ),
     ] = True,
+    reader_map: Annotated[
+        bool,
+        typer.Option(
+            "--reader-map/--no-reader-map",
+            help="Correct the mapped confidence by the reader score of the answer's chunks (a logistic map; "
+            "fitted only where the evaluator reads chunks with a span head and enough answers have a score).",
+        ),
+    ] = True,
     cv_folds: Annotated[
         int, typer.Option(help="Folds of the cross-fitted 'after' estimate (0: off).", min=0)
     ] = DEFAULT_FOLDS,
@@ -155,6 +163,7 @@ def calibrate_cmd(
             state_ratio=state_ratio,
             conflict_gold=conflict_gold,
             route_maps=route_maps,
+            reader_maps=reader_map,
             side_conflicts=side_conflicts,
         )
     except (EvidentialError, TrainingDataError) as exc:
@@ -176,7 +185,12 @@ def calibrate_cmd(
         f"calibrated the {cal.evaluator} evaluator on {d['queries']} validation queries "
         f"({d['queries_with_gold']} with gold): scale {cal.scale:.4g}, power {cal.power:g}, λ {cal.lam:g}, "
         f"τ1 {cal.tau1:g}, τ2 {cal.tau2:g}, isotonic {'on' if cal.isotonic else 'off'}"
-        + (f" (own maps: {', '.join(cal.isotonic_routes)})" if cal.isotonic_routes else ""),
+        + (f" (own maps: {', '.join(cal.isotonic_routes)})" if cal.isotonic_routes else "")
+        + (
+            f", reader map on {cal.reader_map.get('queries', '?')} answers"
+            if cal.reader_map is not None
+            else ""
+        ),
         highlight=False,
     )
     for name, row in rows:

@@ -39,6 +39,7 @@ from inference.types import Chunk
 from training.calibration import (
     LAM_GRID,
     POWER_GRID,
+    READER_MAP_MIN_QUERIES,
     ROUTE_MAP_MIN_QUERIES,
     SCALE_GRID,
     TAU_GRID,
@@ -667,6 +668,7 @@ def _fit(
     cv_folds: int,
     state_ratio: float | None = None,
     route_maps: bool = True,
+    reader_maps: bool = True,
 ) -> _Fitted:
     """Fit on the cached outcomes, score the configured and the fitted setting, cross-fit when there are
     enough queries (``state_ratio``: the open frames' stated-set bar, fixed instead of fitted)."""
@@ -683,6 +685,7 @@ def _fit(
         state_prior=fusion.state_ratio,
         fixed_state_ratio=state_ratio,
         route_maps=route_maps,
+        reader_maps=reader_maps,
     ).fit(data)
     params = calibrator.params
     before = evaluate_parameters(
@@ -732,6 +735,7 @@ def _search_info(
     cv_folds: int,
     state_ratio: float | None = None,
     route_maps: bool = True,
+    reader_maps: bool = True,
 ) -> dict[str, Any]:
     """The ``search`` block of the calibration file: objectives, grids, the prior and notes."""
     fusion = run_config.fusion
@@ -742,6 +746,7 @@ def _search_info(
             "stated-set bar (exact stated sets, each source weighted equally)",
             "witness bar (the same objective at that bar; ties: off, then the higher bar)",
             "isotonic (pooled; per route with route maps)",
+            "reader map (logistic: logit of the mapped confidence and the answer's reader score)",
         ],
         "scale_objective": "mean log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold, "
         "but a conflict's sides given as gold); "
@@ -757,6 +762,7 @@ def _search_info(
         "fit": {k: v for k, v in fitted.fit.items() if k != "notes"},
         "isotonic": isotonic,
         "route_maps": {"on": route_maps, "min_queries": ROUTE_MAP_MIN_QUERIES} if isotonic else None,
+        "reader_map": {"on": reader_maps, "min_queries": READER_MAP_MIN_QUERIES} if isotonic else None,
         "cv_folds": cv_folds if fitted.cv is not None else 0,
         # the open frames' bar when it was given (--state-ratio), not fitted; absent: fitted on the grid
         **({"state_ratio_fixed": state_ratio} if state_ratio is not None else {}),
@@ -818,6 +824,7 @@ def calibrate(
     state_ratio: float | None = None,
     conflict_gold: bool = True,
     route_maps: bool = True,
+    reader_maps: bool = True,
     side_conflicts: bool = True,
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
@@ -831,7 +838,9 @@ def calibrate(
     ``conflict_gold``: a query without a gold reference whose chunks support several claims (a real conflict)
     is calibrated with them as its gold reference (:func:`conflict_reference`). ``route_maps``: the direct
     and the conflict route each get an isotonic map of their own when they have enough validation answers
-    (:func:`training.calibration.fit_route_isotonic`). ``side_conflicts``: a query whose unplanted chunks
+    (:func:`training.calibration.fit_route_isotonic`). ``reader_maps``: the mapped confidence is corrected by
+    the answer's reader score where the evaluator gives one (:func:`training.calibration.fit_reader_map`).
+    ``side_conflicts``: a query whose unplanted chunks
     support a claim outside its gold reference (two sides of a conflict, ConflictQA's memory and counter
     memory) is calibrated as a conflict with every supported claim as its reference
     (:func:`side_conflict_reference`).
@@ -884,6 +893,7 @@ def calibrate(
         cv_folds=cv_folds,
         state_ratio=state_ratio,
         route_maps=route_maps,
+        reader_maps=reader_maps,
     )
     plot = _plot(output, fitted, cv_folds)
     cal = Calibration(
@@ -900,6 +910,7 @@ def calibrate(
             cv_folds=cv_folds,
             state_ratio=state_ratio,
             route_maps=route_maps,
+            reader_maps=reader_maps,
         ),
         extra=_provenance(
             run_config,

@@ -331,6 +331,14 @@ def fit_thresholds(
     )
 
 
+def _contested(data: CalibrationData, belief: torch.Tensor) -> torch.Tensor | None:
+    """The claims only edited copies back (:func:`evidential.copy_contested`), None without copies."""
+    if not bool(data.copies.any()):
+        return None
+    merged = merge_copies(data.evidence, data.copies, data.chunk_mask)
+    return copy_contested(belief, merged, data.copies, data.chunk_mask)
+
+
 def _stated(
     data: CalibrationData,
     belief,
@@ -342,13 +350,7 @@ def _stated(
     """The stated sets of routed answers (:func:`evidential.stated_mask` at ``ratio``, at ``ratio_yes_no``
     for yes/no frames when given; ``witnessed`` claims (:func:`witness_mask`) stated below the bar in open
     frames; claims only edited copies back left out, :func:`evidential.copy_contested` on ``data.copies``)."""
-    contested = (
-        copy_contested(
-            belief, merge_copies(data.evidence, data.copies, data.chunk_mask), data.copies, data.chunk_mask
-        )
-        if bool(data.copies.any())
-        else None
-    )
+    contested = _contested(data, belief)
     wit = None if witnessed is None else witnessed & ~data.yes_no.unsqueeze(-1)
     stated = stated_mask(belief, ratio, data.claim_mask, routes, contested, wit)
     if ratio_yes_no is not None and bool(data.yes_no.any()):
@@ -361,14 +363,7 @@ def answer_reader(data: CalibrationData, belief: torch.Tensor) -> torch.Tensor:
     """Per query: the reader score of its answer (:func:`~training.calibration.apply.answer_reader_score`
     of the answer's claim: the highest-mass claim that edited copies do not contest, as the pipeline
     commits to); NaN where its chunks have no reader score."""
-    contested = (
-        copy_contested(
-            belief, merge_copies(data.evidence, data.copies, data.chunk_mask), data.copies, data.chunk_mask
-        )
-        if bool(data.copies.any())
-        else None
-    )
-    selected = select_uncontested(belief.masked_fill(~data.claim_mask, 0.0), contested)
+    selected = select_uncontested(belief.masked_fill(~data.claim_mask, 0.0), _contested(data, belief))
     evidence = data.evidence * data.chunk_mask.unsqueeze(-1)
     return answer_reader_score(evidence, data.reader, selected)
 
