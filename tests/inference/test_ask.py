@@ -164,6 +164,7 @@ RECORD_KEY_ORDER = {
         "k",
         "stated_mass",
         "copy_contested",
+        "reader_score",
     ],
     "claims[]": ["id", "text", "mass", "chunk_ids", "forms"],
     "chunks[]": [
@@ -182,6 +183,7 @@ RECORD_KEY_ORDER = {
         "grounding_notes",
         "copies",
         "extracted",
+        "reader_score",
     ],
     "fusion": [
         "rule",
