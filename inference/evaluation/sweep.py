@@ -573,14 +573,8 @@ def run_sweep(
     for name in sweepable:
         rows = per_system[name]
         batch = evidence_batch([r["record"] for r in rows])
-        sys_settings, applied, iso, iso_input, iso_routes, reader_params = (
-            settings,
-            None,
-            None,
-            "top",
-            None,
-            None,
-        )
+        sys_settings, applied, iso, iso_input, iso_routes = settings, None, None, "top", None
+        reader_params = None
         cal = rows[0]["record"].get("calibration")
         if isinstance(cal, dict) and "scale" in cal:
             # the run applied a calibration (calibration: auto or a file): re-fuse what it fused — the scaled
