@@ -76,9 +76,8 @@ from training.calibration import (
     CalibrationError,
     answer_reader_score,
     apply_evidence_transform,
+    calibrated_confidence,
     read_calibration,
-    reader_map,
-    route_isotonic_map,
 )
 from training.utils.metrics import stated_claims
 
@@ -419,26 +418,23 @@ def refuse_rows(
             witnessed[i],
         )
         mass = rounded(sum(belief[i][j] for j, c in enumerate(claims) if c["text"] in stated))
-        # as the pipeline does: the isotonic map of the record's (rounded) confidence or stated mass, rounded
+        # as the pipeline does: the isotonic map of the record's (rounded) confidence or stated mass, then the
+        # reader map of its (rounded) reader score, rounded
+        reader = rounded(readers[i]) if readers[i] is not None and math.isfinite(readers[i]) else None
         cal_conf = rounded(
             float(
-                route_isotonic_map(
+                calibrated_confidence(
                     mass if confidence_input == "stated" else rounded(conf[i]),
                     name,
                     isotonic,
                     isotonic_routes,
+                    reader_params,
+                    reader,
                 )
             )
             if isotonic is not None
             else conf[i]
         )
-        if (
-            isotonic is not None
-            and name != "abstain"
-            and readers[i] is not None
-            and math.isfinite(readers[i])
-        ):
-            cal_conf = rounded(reader_map(cal_conf, rounded(readers[i]), reader_params))
         response = template_response(name, claims, answer, stated)
         inst, chunks = instances[row["id"]]
         record = {

@@ -16,6 +16,7 @@ __all__ = [
     "CalibrationError",
     "answer_reader_score",
     "apply_evidence_transform",
+    "calibrated_confidence",
     "isotonic_map",
     "reader_map",
     "route_isotonic_map",
@@ -129,17 +130,39 @@ def reader_map(confidence, reader_score, params: dict | None):
     """
     if params is None:
         return confidence
+    if not isinstance(confidence, torch.Tensor):
+        if reader_score is None:
+            return confidence
+        out = reader_map(torch.tensor(float(confidence), dtype=torch.float64), float(reader_score), params)
+        return float(out)
     a, b = (float(x) for x in params["coef"])
     c0, (lo, hi), eps = float(params["intercept"]), params["clip"], float(params["eps"])
-    if not isinstance(confidence, torch.Tensor):
-        if reader_score is None or not math.isfinite(float(reader_score)) or not float(confidence) > 0:
-            return confidence
-        c = min(max(float(confidence), eps), 1.0 - eps)
-        z = a * math.log(c / (1.0 - c)) + b * min(max(float(reader_score), lo), hi) + c0
-        return 1.0 / (1.0 + math.exp(-z))
     conf = confidence.double()
     r = torch.as_tensor(reader_score, dtype=torch.float64, device=conf.device)
     c = conf.clamp(eps, 1.0 - eps)
-    z = a * torch.log(c / (1.0 - c)) + b * torch.nan_to_num(r, nan=0.0).clamp(lo, hi) + c0
-    keep = torch.isnan(r) | ~(conf > 0)
+    z = (
+        a * torch.log(c / (1.0 - c))
+        + b * torch.nan_to_num(r, nan=0.0, posinf=hi, neginf=lo).clamp(lo, hi)
+        + c0
+    )
+    keep = ~torch.isfinite(r) | ~(conf > 0)
     return torch.where(keep, conf, torch.sigmoid(z)).to(confidence.dtype)
+
+
+def calibrated_confidence(
+    conf, routes, isotonic, isotonic_routes=None, reader_params=None, reader_score=None
+):
+    """The calibrated confidence of answers: the isotonic map of their route (:func:`route_isotonic_map`),
+    then the reader map (:func:`reader_map`) of their reader score — never of an abstention's. ``routes``:
+    one route name, one per element of an array or tensor ``conf``, or None (the pooled map; no route is an
+    abstention); ``reader_score`` alike (None or NaN: none)."""
+    out = route_isotonic_map(conf, routes, isotonic, isotonic_routes if routes is not None else None)
+    if reader_params is None or reader_score is None:
+        return out
+    if isinstance(routes, str):
+        return out if routes == "abstain" else reader_map(out, reader_score, reader_params)
+    r = torch.as_tensor(reader_score, dtype=torch.float64)
+    if routes is not None:
+        abstain = torch.tensor([name == "abstain" for name in routes], dtype=torch.bool)
+        r = r.masked_fill(abstain, math.nan)
+    return reader_map(out, r, reader_params)

@@ -71,8 +71,8 @@ from training.calibration.apply import (
     CalibrationError,
     answer_reader_score,
     apply_evidence_transform,
+    calibrated_confidence,
     isotonic_map,
-    reader_map,
     route_isotonic_map,
 )
 from training.calibration.data import CalibrationData
@@ -575,23 +575,6 @@ def fit_reader_map(
     }
 
 
-def _final_confidence(
-    c_input: torch.Tensor,
-    routes: torch.Tensor,
-    isotonic: dict[str, list[float]] | None,
-    isotonic_routes: dict[str, dict[str, list[float]]] | None,
-    reader_params: dict[str, Any] | None = None,
-    reader: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The calibrated confidence of each answer: its route's isotonic map, then the reader map where the
-    answer has a reader score (abstentions keep 0)."""
-    out = route_isotonic_map(c_input, [ROUTES[i] for i in routes.tolist()], isotonic, isotonic_routes)
-    if reader_params is None or reader is None:
-        return out
-    r = torch.where(routes == ROUTES.index("abstain"), torch.full_like(reader, math.nan), reader)
-    return reader_map(out, r, reader_params)
-
-
 # ---- evaluation ----------------------------------------------------------------------------------------
 def evaluate_parameters(
     data: CalibrationData,
@@ -633,7 +616,8 @@ def evaluate_parameters(
             c_input = stated_mass(data, res.belief, ids, state_ratio, state_ratio_yes_no, wit)
     c_fused, ok = conf[g], correct[g]
     reader = answer_reader(data, res.belief)[g] if reader_map is not None else None
-    c_final = _final_confidence(c_input[g], ids[g], isotonic, isotonic_routes, reader_map, reader)
+    names = [ROUTES[i] for i in ids[g].tolist()]
+    c_final = calibrated_confidence(c_input[g], names, isotonic, isotonic_routes, reader_map, reader)
     n_gold = int(g.sum())
     out: dict[str, Any] = {
         "queries": len(data),
@@ -760,7 +744,7 @@ def fit_calibration(
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
         if iso is not None and reader_maps:
-            mapped = _final_confidence(mass[g], routes[g], iso, iso_routes)
+            mapped = route_isotonic_map(mass[g], [ROUTES[i] for i in routes[g].tolist()], iso, iso_routes)
             answering = routes[g] != ROUTES.index("abstain")
             reader = answer_reader(data, res.belief)[g]
             reader = torch.where(answering, reader, torch.full_like(reader, math.nan))
@@ -870,8 +854,9 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         if p["confidence_input"] == "stated":
             c = stated_mass(held, res.belief, routes[test], *bars)
         reader = answer_reader(held, res.belief) if p["reader_map"] is not None else None
-        conf[test] = _final_confidence(
-            c, routes[test], p["isotonic"], p["isotonic_routes"], p["reader_map"], reader
+        names = [ROUTES[i] for i in routes[test].tolist()]
+        conf[test] = calibrated_confidence(
+            c, names, p["isotonic"], p["isotonic_routes"], p["reader_map"], reader
         )
         correct[test] = answer_hits(held, res.belief, routes[test], *bars)
         set_ok[test] = set_hits(held, res.belief, routes[test], *bars)

@@ -15,12 +15,7 @@ import torch
 
 from evidential.fusion import FUSION_RULES
 from evidential.routing import ROUTES, ROUTING_POLICIES
-from training.calibration.apply import (
-    CalibrationError,
-    apply_evidence_transform,
-    reader_map,
-    route_isotonic_map,
-)
+from training.calibration.apply import CalibrationError, apply_evidence_transform, calibrated_confidence
 from training.utils.io import loads_strict
 
 __all__ = [
@@ -211,11 +206,9 @@ class Calibration:
                     "stated_mass: re-fuse it (`POST /fuse`, `sweep`) to compute one"
                 )
             confidence = stated_mass
-        routed = self.isotonic_routes if route is not None else None
-        out = route_isotonic_map(confidence, route, self.isotonic, routed)
-        if self.reader_map is None or reader_score is None or (isinstance(route, str) and route == "abstain"):
-            return out
-        return reader_map(out, reader_score, self.reader_map)
+        return calibrated_confidence(
+            confidence, route, self.isotonic, self.isotonic_routes, self.reader_map, reader_score
+        )
 
     def fusion_overrides(self) -> dict[str, float | None]:
         """``{lam, tau1, tau2}`` (and ``state_ratio`` / ``state_ratio_yes_no`` / ``state_witness_ratio`` when
