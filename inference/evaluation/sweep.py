@@ -420,7 +420,7 @@ def refuse_rows(
         mass = rounded(sum(belief[i][j] for j, c in enumerate(claims) if c["text"] in stated))
         # as the pipeline does: the isotonic map of the record's (rounded) confidence or stated mass, then the
         # reader map of its (rounded) reader score, rounded
-        reader = rounded(readers[i]) if readers[i] is not None and math.isfinite(readers[i]) else None
+        reader = None if readers[i] is None else rounded(readers[i])  # a non-finite score: none (reader_map)
         cal_conf = rounded(
             float(
                 calibrated_confidence(

@@ -191,6 +191,11 @@ def _nll(conf: torch.Tensor, correct: torch.Tensor) -> torch.Tensor:
     return -(y * c.log() + (1 - y) * (1 - c).log()).mean(-1)
 
 
+def _route_names(ids: torch.Tensor) -> list[str]:
+    """The route names of route ids (:data:`evidential.routing.ROUTES`)."""
+    return [ROUTES[i] for i in ids.tolist()]
+
+
 def _route_ids(policy: str, u: torch.Tensor, tau1, tau2, fusion) -> torch.Tensor:
     """The routing policy's decisions; ``tau1``/``tau2`` may be tensors ``[P, 1]`` (all pairs at once)."""
     return ROUTING_POLICIES.get(policy)(u, tau1, tau2, fusion)
@@ -616,8 +621,9 @@ def evaluate_parameters(
             c_input = stated_mass(data, res.belief, ids, state_ratio, state_ratio_yes_no, wit)
     c_fused, ok = conf[g], correct[g]
     reader = answer_reader(data, res.belief)[g] if reader_map is not None else None
-    names = [ROUTES[i] for i in ids[g].tolist()]
-    c_final = calibrated_confidence(c_input[g], names, isotonic, isotonic_routes, reader_map, reader)
+    c_final = calibrated_confidence(
+        c_input[g], _route_names(ids[g]), isotonic, isotonic_routes, reader_map, reader
+    )
     n_gold = int(g.sum())
     out: dict[str, Any] = {
         "queries": len(data),
@@ -744,7 +750,7 @@ def fit_calibration(
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
         if iso is not None and reader_maps:
-            mapped = route_isotonic_map(mass[g], [ROUTES[i] for i in routes[g].tolist()], iso, iso_routes)
+            mapped = route_isotonic_map(mass[g], _route_names(routes[g]), iso, iso_routes)
             answering = routes[g] != ROUTES.index("abstain")
             reader = answer_reader(data, res.belief)[g]
             reader = torch.where(answering, reader, torch.full_like(reader, math.nan))
@@ -854,9 +860,8 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
         if p["confidence_input"] == "stated":
             c = stated_mass(held, res.belief, routes[test], *bars)
         reader = answer_reader(held, res.belief) if p["reader_map"] is not None else None
-        names = [ROUTES[i] for i in routes[test].tolist()]
         conf[test] = calibrated_confidence(
-            c, names, p["isotonic"], p["isotonic_routes"], p["reader_map"], reader
+            c, _route_names(routes[test]), p["isotonic"], p["isotonic_routes"], p["reader_map"], reader
         )
         correct[test] = answer_hits(held, res.belief, routes[test], *bars)
         set_ok[test] = set_hits(held, res.belief, routes[test], *bars)
