@@ -24,7 +24,12 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
 5. **Numbers**: a number cut inside its thousands groups or its decimals grows over them ("147" of
    "40,147", "219" of "219,126", "104" of "104.1"); groups are exactly three digits after a comma with no
    space, so "12, 1666" and "4,411, and" do not join.
-6. **Lines and edges**: a span that runs over a line break keeps its first line (table cells and infobox
+6. **Sports** (only when the question asks for a sport, :func:`asks_for_sport`): a player's title names the
+   sport, not the sport itself. "tennis player" (or "players") keeps "tennis"; an agent noun such as
+   "footballer", "cricketer", "skier" or "cyclist" moves to the chunk's nearest whole word that is its
+   stem + "ing" ("skiing", "cycling"), else to the nearest that is its stem ("football", "cricket"), and
+   stays when the chunk has neither.
+7. **Lines and edges**: a span that runs over a line break keeps its first line (table cells and infobox
    fields are separate values); a span that is only a leading "The" of a name ("The" of "The Killers")
    takes the name; surrounding spaces, trailing commas/semicolons/colons, a trailing possessive ("'s",
    or the apostrophe of "Elvis'") and unbalanced brackets or quotes are trimmed.
@@ -52,7 +57,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_NAME_WORDS", "MAX_PLACE_PARTS", "MAX_PLACE_WORDS", "asks_for_place", "repair_span"]
+__all__ = [
+    "MAX_NAME_WORDS",
+    "MAX_PLACE_PARTS",
+    "MAX_PLACE_WORDS",
+    "asks_for_place",
+    "asks_for_sport",
+    "repair_span",
+]
 
 #: The longest name a span grows to, in words.
 MAX_NAME_WORDS = 4
@@ -66,6 +78,12 @@ _PLACE_QUESTION = re.compile(
     r"headquarter(?:s|ed)?)\b",
     re.IGNORECASE,
 )
+
+_SPORT_QUESTION = re.compile(r"\b(?:what|which)\s+(?:kind\s+of\s+|type\s+of\s+)?sports?\b", re.IGNORECASE)
+# "tennis player", "ice hockey players": the sport before a player noun
+_PLAYER = re.compile(r"\s+players?$", re.IGNORECASE)
+# an agent noun's suffixes, longest first ("cyclist" → "cycl", "footballer" → "football")
+_AGENT_SUFFIXES = ("ist", "er")
 
 # a question about a birth (group 1) or a death (group 2)
 _LIFE_QUESTION = re.compile(r"\b(?:(born|birth)|(died|die|death))\b", re.IGNORECASE)
@@ -237,6 +255,40 @@ def asks_for_place(question: str | None) -> bool:
     return bool(question) and bool(_PLACE_QUESTION.search(question))
 
 
+def asks_for_sport(question: str | None) -> bool:
+    """Whether a question asks for a sport ("What sport ...", "Which sports ...", "what kind of sport").
+
+    >>> asks_for_sport("What sport is Nathan Wood associated with?"), asks_for_sport("Who won the cup?")
+    (True, False)
+    """
+    return bool(question) and bool(_SPORT_QUESTION.search(question))
+
+
+def _sports(text: str, a: int, b: int) -> tuple[int, int]:
+    """A player's title to its sport (rule 6): "tennis player" → "tennis"; a one-word agent noun to the
+    nearest word of the chunk that is its stem + "ing", else its stem."""
+    span = text[a:b]
+    player = _PLAYER.search(span)
+    if player and player.start() > 0:
+        return a, a + player.start()
+    word = span.lower()
+    if not word.isalpha():
+        return a, b
+    stems = [word[: -len(s)] for s in _AGENT_SUFFIXES if word.endswith(s) and len(word) - len(s) >= 3]
+    if not stems:
+        return a, b
+    # the activity ("skiing") before the bare stem ("Ski" may name the equipment), then the nearest
+    rank = {stem + "ing": 0 for stem in stems if stem != "play"} | {s: 1 for s in stems if s != "play"}
+    rank.pop(word, None)
+    best = None
+    for m in re.finditer(r"[A-Za-z]+", text):
+        r = rank.get(m.group(0).lower())
+        if r is not None:
+            key = (r, abs(m.start() - a), m.start(), m.end())
+            best = key if best is None or key < best else best
+    return (best[2], best[3]) if best else (a, b)
+
+
 def _all_capitalized(span: str) -> bool:
     words = span.split()
     return bool(words) and all(_capitalized(w) or w.lower() in _PARTICLES for w in words)
@@ -294,7 +346,7 @@ def _places(text: str, a: int, b: int) -> tuple[int, int]:
 
 
 def _first_line(text: str, a: int, b: int) -> tuple[int, int]:
-    """The span's first non-empty line (rule 6)."""
+    """The span's first non-empty line (rule 7)."""
     for line in re.finditer(r"[^\n]+", text[a:b]):
         if line.group(0).strip():
             return a + line.start(), a + line.end()
@@ -344,7 +396,8 @@ def repair_span(text: str, start: int, end: int, question: str | None = None) ->
         start: First character of the extracted span.
         end: One past its last character.
         question: The question the span answers; when it asks for a place (:func:`asks_for_place`) the
-            place rule applies. ``None``: it does not.
+            place rule applies, and when it asks for a sport (:func:`asks_for_sport`) the sport rule.
+            ``None``: neither does.
 
     Returns:
         The new ``(start, end)``, always inside ``text``; the span itself when no rule applies or the
@@ -361,5 +414,7 @@ def repair_span(text: str, start: int, end: int, question: str | None = None) ->
     a, b = _names(text, a, b)
     if asks_for_place(question):
         a, b = _places(text, a, b)
+    if asks_for_sport(question):
+        a, b = _sports(text, a, b)
     a, b = _trim(text, a, b)
     return (a, b) if a < b else (start, end)

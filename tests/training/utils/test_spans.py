@@ -4,6 +4,7 @@ documents, and properties over any text and span."""
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from training.utils.spans import (
     MAX_PLACE_PARTS,
     MAX_PLACE_WORDS,
     asks_for_place,
+    asks_for_sport,
     repair_span,
 )
 
@@ -130,6 +132,52 @@ def test_place_questions_are_told_by_their_words():
     assert not asks_for_place(None) and not asks_for_place("")
 
 
+def test_sport_questions_are_told_by_their_words():
+    assert asks_for_sport("What sport is Nathan Wood associated with?")
+    assert asks_for_sport("Which sports did she play?") and asks_for_sport("What kind of sport is hurling?")
+    assert not asks_for_sport("What is the sport's governing body called in Who's Who?")
+    assert not asks_for_sport("Who won the 2013 China Open?") and not asks_for_sport(None)
+
+
+def test_a_players_title_becomes_the_sport_only_when_the_question_asks_for_one():
+    q = "What sport is Pekka Niemi known for?"
+    text = "Pekka Niemi was a Finnish skier. Ski jumping is not cross-country skiing."
+    assert _repair(text, "skier", q) == "skiing"  # the activity before the bare stem "Ski"
+    assert _repair(text, "skier", "Who is Pekka Niemi?") == "skier"  # not a sport question: untouched
+    assert _repair("He was an English footballer who played football.", "footballer", q) == "football"
+    assert _repair("A cricketer, he played cricket for Kent.", "cricketer", q) == "cricket"
+    assert _repair("She is a tennis player from Spain.", "tennis player", q) == "tennis"
+    assert _repair("They were Welsh snooker players in the 1980s.", "snooker players", q) == "snooker"
+    # no sport word in the chunk, a bare "player", or a span that already is a sport: unchanged
+    assert _repair("Cameron Murray is a semi-professional footballer.", "footballer", q) == "footballer"
+    assert _repair("He is a player, playing chess.", "player", q) == "player"
+    assert _repair("He played Soccer and soccer was his life.", "Soccer", q) == "Soccer"
+
+
+def test_real_ramdocs_agent_nouns_repair_to_the_labelled_sport(shared_data):
+    """The RAMDocs document of "What sport is William Carrier associated with?" (label "Football") calls
+    him a "footballer" and names the "Football League": the span moves to the sport."""
+    rows = [json.loads(x) for x in (shared_data / "ramdocs" / "RAMDocs_test.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["question"] == "What sport is William Carrier associated with?")
+    doc = next(d for d in row["documents"] if "footballer" in d["text"])
+    assert doc["answer"] == "Football" and doc["type"] == "correct"
+    for m in re.finditer("footballer", doc["text"]):
+        s, e = repair_span(doc["text"], m.start(), m.end(), row["question"])
+        assert doc["text"][s:e] == "Football"
+    # every labelled sport a sport question's document states stays that sport
+    checked = 0
+    for r in rows:
+        if not asks_for_sport(r["question"]):
+            continue
+        for d in r["documents"]:
+            ans = d["answer"]
+            for m in re.finditer(rf"(?<!\w){re.escape(ans)}(?!\w)", d["text"]):
+                s, e = repair_span(d["text"], m.start(), m.end(), r["question"])
+                assert ans in d["text"][s:e]
+                checked += 1
+    assert checked >= 20
+
+
 def test_numbers_articles_lines_and_possessives():
     text = "Population ( 2011 ) • Total 40,147 Demonym Wadikar"
     assert _repair(text, "147") == "40,147" and _repair(text, "40") == "40,147"
@@ -198,7 +246,12 @@ def test_real_ramdocs_answers_survive_repair(shared_data):
     assert checked >= 10
 
 
-@given(st.text(max_size=80), st.integers(0, 80), st.integers(0, 80), st.sampled_from([None, "Where is it?"]))
+@given(
+    st.text(max_size=80),
+    st.integers(0, 80),
+    st.integers(0, 80),
+    st.sampled_from([None, "Where is it?", "What sport is it?"]),
+)
 def test_repair_stays_inside_the_text(text, i, j, question):
     a, b = sorted((i, j))
     s, e = repair_span(text, a, b, question)
