@@ -274,12 +274,16 @@ def _sports(text: str, a: int, b: int) -> tuple[int, int]:
     word = span.lower()
     if not word.isalpha():
         return a, b
-    stems = [word[: -len(s)] for s in _AGENT_SUFFIXES if word.endswith(s) and len(word) - len(s) >= 3]
+    # "player" alone names no sport: its stem "play" is not one
+    stems = [
+        word[: -len(s)]
+        for s in _AGENT_SUFFIXES
+        if word.endswith(s) and len(word) - len(s) >= 3 and word[: -len(s)] != "play"
+    ]
     if not stems:
         return a, b
     # the activity ("skiing") before the bare stem ("Ski" may name the equipment), then the nearest
-    rank = {stem + "ing": 0 for stem in stems if stem != "play"} | {s: 1 for s in stems if s != "play"}
-    rank.pop(word, None)
+    rank = {stem + "ing": 0 for stem in stems} | {stem: 1 for stem in stems}
     best = None
     for m in re.finditer(r"[A-Za-z]+", text):
         r = rank.get(m.group(0).lower())
