@@ -82,7 +82,7 @@ _PLACE_QUESTION = re.compile(
 _SPORT_QUESTION = re.compile(r"\b(?:what|which)\s+(?:kind\s+of\s+|type\s+of\s+)?sports?\b", re.IGNORECASE)
 # "tennis player", "ice hockey players": the sport before a player noun
 _PLAYER = re.compile(r"\s+players?$", re.IGNORECASE)
-# an agent noun's suffixes, longest first ("cyclist" → "cycl", "footballer" → "football")
+# an agent noun's suffixes ("cyclist" → "cycl", "footballer" → "football")
 _AGENT_SUFFIXES = ("ist", "er")
 
 # a question about a birth (group 1) or a death (group 2)
@@ -284,13 +284,12 @@ def _sports(text: str, a: int, b: int) -> tuple[int, int]:
         return a, b
     # the activity ("skiing") before the bare stem ("Ski" may name the equipment), then the nearest
     rank = {stem + "ing": 0 for stem in stems} | {stem: 1 for stem in stems}
-    best = None
-    for m in re.finditer(r"[A-Za-z]+", text):
-        r = rank.get(m.group(0).lower())
-        if r is not None:
-            key = (r, abs(m.start() - a), m.start(), m.end())
-            best = key if best is None or key < best else best
-    return (best[2], best[3]) if best else (a, b)
+    hits = [
+        (rank[w], abs(m.start() - a), m.start(), m.end())
+        for m in re.finditer(r"[A-Za-z]+", text)
+        if (w := m.group(0).lower()) in rank
+    ]
+    return min(hits)[2:] if hits else (a, b)
 
 
 def _all_capitalized(span: str) -> bool:
