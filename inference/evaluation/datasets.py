@@ -62,6 +62,7 @@ from training.data.benchmarks import (
     Chunk,
     EvalInstance,
     annotation_instances,
+    conflictqa_files,
     conflictqa_instances,
     crag_instances,
     musique_instances,
@@ -341,26 +342,11 @@ def load_wikicontradict_instances_eval(
     )
 
 
-def _conflictqa_files(path: Path, files: str | list[str] | None) -> list[Path]:
-    if path.is_file():
-        if files is not None:
-            raise DataError("option files needs a ConflictQA folder as path; a file path reads that file")
-        return [path]
-    patterns = [files] if isinstance(files, str) else (files or ["*.jsonl"])
-    found: list[Path] = []
-    for pattern in patterns:
-        matches = sorted(p for p in path.glob(pattern) if p.is_file())
-        if not matches:
-            raise DataError(f"ConflictQA folder {path}: no file matches {pattern!r}")
-        found += [m for m in matches if m not in found]
-    return found
-
-
 def _conflictqa(
     path: Path, limit: int | None, label: str, files: str | list[str] | None, aligned_evidence: bool
 ) -> list[EvalInstance]:
     source = label if label.startswith("hf:") else None
-    return conflictqa_instances(_conflictqa_files(path, files), limit, source, aligned_evidence)
+    return conflictqa_instances(conflictqa_files(path, files), limit, source, aligned_evidence)
 
 
 @EVAL_DATASETS.register("conflictqa")

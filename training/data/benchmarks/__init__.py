@@ -37,7 +37,7 @@ from training.data.benchmarks.common import (
     read_records,
     split_of,
 )
-from training.data.benchmarks.conflictqa import build_conflictqa, conflictqa_instances
+from training.data.benchmarks.conflictqa import build_conflictqa, conflictqa_files, conflictqa_instances
 from training.data.benchmarks.crag import crag_instances
 from training.data.benchmarks.musique import build_musique, musique_instances
 from training.data.benchmarks.ramdocs import (
@@ -65,6 +65,7 @@ __all__ = [
     "annotation_instances",
     "build_chunks",
     "build_conflictqa",
+    "conflictqa_files",
     "build_dataset",
     "build_musique",
     "build_ramdocs",

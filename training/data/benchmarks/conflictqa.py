@@ -7,7 +7,8 @@ once: the gold ``yes`` / ``no`` from ``ground_truth`` and each passage's yes/no 
 sentence (the negated one is "no"; unreadable where both or neither sentence is negated).
 
 * training rows (:func:`build_conflictqa`): the memory passages support the memory side, the counter
-  passages the counter side; frame ``["yes", "no"]``; a question repeated in the file is used once; rows
+  passages the counter side; frame ``["yes", "no"]``; over one file or a folder of model files
+  (:func:`conflictqa_files`), a question is used once (first occurrence of its normalized text wins); rows
   whose sides cannot be read are skipped.
 * evaluation instances (:func:`conflictqa_instances`): over one or several files, deduplicated by
   normalized question (first occurrence wins); labels ``memory`` / ``counter_memory`` with the side read
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from training.data.annotated import AnnotatedChunk
+from training.data.annotated import AnnotatedChunk, TrainingDataError
 from training.data.benchmarks.common import (
     EvalInstance,
     fail,
@@ -36,7 +37,16 @@ from training.data.benchmarks.common import (
 )
 from training.utils.text import normalize_text
 
-__all__ = ["REQUIRED", "RULES", "YES_NO", "Sides", "build_conflictqa", "conflictqa_instances", "read_sides"]
+__all__ = [
+    "REQUIRED",
+    "RULES",
+    "YES_NO",
+    "Sides",
+    "build_conflictqa",
+    "conflictqa_files",
+    "conflictqa_instances",
+    "read_sides",
+]
 
 RULES: tuple[tuple[str, str], ...] = (("every question (memory vs counter-memory passages)", "conflict"),)
 # the fields every ConflictQA-StrategyQA row must carry
@@ -87,39 +97,71 @@ def _passages(rec: dict, aligned_evidence: bool) -> list[tuple[str, str]]:
     return [(name, side) for name, side in items if isinstance(rec.get(name), str) and rec[name].strip()]
 
 
+def conflictqa_files(path: str | Path, files: str | list[str] | None = None) -> list[Path]:
+    """The ConflictQA files that ``path`` names: the file itself, or the folder's files matching ``files``
+    (names or glob patterns, in that order; default ``*.jsonl``), each pattern's matches sorted by name.
+
+    Raises:
+        TrainingDataError: ``files`` with a file path, or a pattern that matches no file.
+    """
+    p = Path(path)
+    if not p.is_dir():
+        if files is not None:
+            raise TrainingDataError(
+                f"ConflictQA option files needs a folder as path; {p} is a file, which is read alone"
+            )
+        return [p]
+    patterns = [files] if isinstance(files, str) else (files or ["*.jsonl"])
+    found: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(f for f in p.glob(pattern) if f.is_file())
+        if not matches:
+            raise TrainingDataError(f"ConflictQA folder {p}: no file matches {pattern!r}")
+        found += [m for m in matches if m not in found]
+    return found
+
+
 def build_conflictqa(
-    path: str | Path, *, limit: int | None = None, aligned_evidence: bool = True
+    path: str | Path,
+    *,
+    limit: int | None = None,
+    aligned_evidence: bool = True,
+    files: str | list[str] | None = None,
 ) -> list[AnnotatedChunk]:
     """ConflictQA-StrategyQA rows → yes/no frames; memory vs counter-memory passages (see module doc).
 
-    A question repeated in the file is used once. Rows whose yes/no sides cannot be read are skipped.
+    ``path`` is one file or a folder of model files (:func:`conflictqa_files`; ``files`` restricts it), read
+    in that order as ``evaluate`` reads it. A question repeated in the files is used once (first occurrence
+    of its normalized text). Rows whose yes/no sides cannot be read are skipped; ``limit`` counts questions.
     """
     rows: list[AnnotatedChunk] = []
     seen: set[str] = set()
     candidates = list(YES_NO)
-    for p, line, rec in read_records(path, "ConflictQA", REQUIRED, None):
-        if rec["question"] in seen:
-            continue
-        sides = read_sides(rec, f"{p}:{line}")
-        if not sides.readable:
-            continue
-        seen.add(rec["question"])
-        qid = question_id("conflictqa", rec["question"])
-        for name, side in _passages(rec, aligned_evidence):
-            rows.append(
-                AnnotatedChunk(
-                    query=rec["question"],
-                    chunk=rec[name],
-                    candidates=candidates,
-                    label=candidates.index(getattr(sides, side)),
-                    gold=[candidates.index(sides.gold)],
-                    source_dataset="conflictqa",
-                    doc_type=side,
-                    query_id=qid,
+    for file in conflictqa_files(path, files):
+        for p, line, rec in read_records(file, "ConflictQA", REQUIRED, None):
+            norm = normalize_text(rec["question"])
+            if norm in seen:
+                continue
+            sides = read_sides(rec, f"{p}:{line}")
+            if not sides.readable:
+                continue
+            seen.add(norm)
+            qid = question_id("conflictqa", rec["question"])
+            for name, side in _passages(rec, aligned_evidence):
+                rows.append(
+                    AnnotatedChunk(
+                        query=rec["question"],
+                        chunk=rec[name],
+                        candidates=candidates,
+                        label=candidates.index(getattr(sides, side)),
+                        gold=[candidates.index(sides.gold)],
+                        source_dataset="conflictqa",
+                        doc_type=side,
+                        query_id=qid,
+                    )
                 )
-            )
-        if limit is not None and len(seen) >= limit:
-            break
+            if limit is not None and len(seen) >= limit:
+                return rows
     return rows
 
 

@@ -82,3 +82,33 @@ def test_bad_record_names_file_and_line(tmp_path):
         build_dataset("ramdocs", p)
     with pytest.raises(TrainingDataError, match="labeling must be one of stance, credibility"):
         build_dataset("ramdocs", p, labeling="x")
+
+
+def test_conflictqa_folder_reads_the_model_files_as_evaluate_does(shared_data):
+    """A folder path reads every model file in name order and keeps a question's first occurrence, with the
+    aligned passages: the same passages `evaluate` gives the question (``conflictqa_instances``)."""
+    from training.data.benchmarks import conflictqa_files, conflictqa_instances
+
+    folder = shared_data / "conflictqa"
+    files = conflictqa_files(folder)
+    assert [f.name for f in files] == sorted(f.name for f in folder.glob("*.jsonl")) and len(files) == 8
+    rows = build_dataset("conflictqa", folder, limit=60)
+    by_key: dict[str, list[str]] = {}
+    for r in rows:
+        by_key.setdefault(r.key, []).append(r.chunk)
+    assert len(by_key) == 60
+    instances = {i.id: i for i in conflictqa_instances(files, limit=80)}
+    for key, texts in by_key.items():
+        assert texts == [p.text for p in instances[key].passages]  # the first file's four passages
+    assert {len(t) for t in by_key.values()} == {4}  # two sides, each with its aligned evidence
+    # the GPT-4 file alone gives other passages for a question the ChatGPT file (first by name) also holds
+    gpt4 = build_dataset("conflictqa", folder / "conflictQA-strategyQA-gpt4.jsonl", aligned_evidence=True)
+    shared = [r for r in gpt4 if r.key in by_key]
+    assert shared and any(r.chunk not in by_key[r.key] for r in shared)
+    # files restricts the folder; with a file path it is refused, and a pattern must match
+    only = build_dataset("conflictqa", folder, files="*gpt4*", limit=5)
+    assert [r.chunk for r in only] == [r.chunk for r in gpt4[: len(only)]]
+    with pytest.raises(TrainingDataError, match="needs a folder"):
+        build_dataset("conflictqa", folder / "conflictQA-strategyQA-gpt4.jsonl", files="*.jsonl")
+    with pytest.raises(TrainingDataError, match="no file matches"):
+        build_dataset("conflictqa", folder, files="nothing-*.jsonl")
