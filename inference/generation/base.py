@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from evidential import ROUTES
 from evidential.registry import Registry
 from inference.types import Chunk, DataError
+from training.utils.metrics import is_yes_no_frame
 
 __all__ = [
     "GENERATORS",
@@ -188,9 +189,18 @@ def _selected(inp: GenerationInput) -> Mapping[str, Any] | None:
 
 
 def rendered_route(inp: GenerationInput) -> str:
-    """The route the answer is written for: ``inp.route`` unless that route has nothing to present."""
+    """The route the answer is written for: ``inp.route`` unless that route has nothing to present, and the
+    conflict-aware answer for a direct route that states both verdicts of a yes/no frame (answers that
+    exclude each other cannot both hold, as two valid answers for different entities can)."""
     if inp.route == "direct" and _selected(inp) is None:
         return "abstain"
+    if (
+        inp.route == "direct"
+        and inp.stated is not None
+        and len(set(inp.stated)) > 1
+        and is_yes_no_frame(inp.stated)
+    ):
+        return "conflict"
     if inp.route == "conflict" and not ranked_claims(inp.claims):
         return "abstain"
     return inp.route

@@ -30,6 +30,7 @@ from inference.generation import (
     echoes_prompt,
     generation_input_from_record,
     is_inconclusive,
+    rendered_route,
     template_response,
 )
 from inference.types import Chunk, ChunkEvidence, DataError
@@ -545,3 +546,24 @@ def test_generator_config_validates_chunk_context():
     assert GeneratorConfig().chunk_context == "cited"
     with pytest.raises(ConfigError, match="chunk_context"):
         GeneratorConfig(chunk_context="some")
+
+
+def test_a_direct_route_stating_both_verdicts_of_a_yes_no_frame_is_written_as_a_conflict():
+    """ "yes" and "no" exclude each other: stated together they are a disagreement, never "several answers
+    for different entities" (which open frames keep)."""
+    verdicts = [claim("a1", "yes", 0.4, ["c1"]), claim("a2", "no", 0.3, ["c2"])]
+    both = GenerationInput("Is it?", "direct", verdicts, 0.3, 0.1, 0.2, "yes", [], stated=["yes", "no"])
+    assert rendered_route(both) == "conflict"
+    out = TemplateGenerator().generate_batch([both])[0]
+    assert out.text == "The sources disagree; competing answers: yes [sources: c1]; no [sources: c2]."
+    assert out.route == "conflict"
+    system, _ = build_generation_prompt(both)
+    assert ROUTE_INSTRUCTIONS["conflict"] in system["content"]
+    one = GenerationInput("Is it?", "direct", verdicts, 0.3, 0.1, 0.2, "yes", [], stated=["yes"])
+    assert rendered_route(one) == "direct" and TemplateGenerator().render(one).text == "yes [sources: c1]"
+    names = [claim("a1", "Elia Kazan", 0.4, ["c1"]), claim("a2", "Franco Giraldi", 0.3, ["c2"])]
+    open_frame = GenerationInput(
+        "Who?", "direct", names, 0.3, 0.1, 0.2, "Elia Kazan", [], stated=["Elia Kazan", "Franco Giraldi"]
+    )
+    assert rendered_route(open_frame) == "direct"
+    assert TemplateGenerator().render(open_frame).text.startswith("The sources support several answers")
