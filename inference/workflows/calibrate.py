@@ -669,6 +669,7 @@ def _fit(
     state_ratio: float | None = None,
     route_maps: bool = True,
     reader_maps: bool = True,
+    yes_no_maps: bool = True,
 ) -> _Fitted:
     """Fit on the cached outcomes, score the configured and the fitted setting, cross-fit when there are
     enough queries (``state_ratio``: the open frames' stated-set bar, fixed instead of fitted)."""
@@ -686,6 +687,7 @@ def _fit(
         fixed_state_ratio=state_ratio,
         route_maps=route_maps,
         reader_maps=reader_maps,
+        yes_no_maps=yes_no_maps,
     ).fit(data)
     params = calibrator.params
     before = evaluate_parameters(
@@ -736,22 +738,26 @@ def _search_info(
     state_ratio: float | None = None,
     route_maps: bool = True,
     reader_maps: bool = True,
+    yes_no_maps: bool = True,
 ) -> dict[str, Any]:
     """The ``search`` block of the calibration file: objectives, grids, the prior and notes."""
     fusion = run_config.fusion
     return {
         "order": [
-            "evidence scale/power (NLL at the configured λ)",
-            "λ, τ1, τ2 (route accuracy, ECE tie-break)",
-            "stated-set bar (exact stated sets, each source weighted equally)",
-            "witness bar (the same objective at that bar; ties: off, then the higher bar)",
-            "isotonic (pooled; per route with route maps)",
+            "evidence scale at each power (NLL at the configured λ, each source weighted equally)",
+            "λ, τ1, τ2 at each power (route accuracy, each source weighted equally; ECE tie-break)",
+            "stated-set bar at each power (exact stated sets, each source weighted equally)",
+            "witness bar at each power (the same objective at that bar; ties: off, then the higher bar)",
+            "power (exact stated sets at its fitted setting, each source weighted equally; ties: NLL, then "
+            "closest to 1)",
+            "isotonic (pooled; per route with route maps; yes/no frames apart with the yes/no map)",
             "reader map (logistic: logit of the mapped confidence and the answer's reader score)",
         ],
-        "scale_objective": "mean log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold, "
-        "but a conflict's sides given as gold); "
+        "scale_objective": "log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold, "
+        "but a conflict's sides given as gold), each source weighted equally; "
         "ties: closest to s = p = 1",
-        "threshold_objective": "route accuracy vs training.trainer.trainer.expected_route; ties: ECE (15 bins) of the "
+        "threshold_objective": "route accuracy vs training.trainer.trainer.expected_route, each source weighted "
+        "equally; ties: ECE (15 bins) of the "
         "fused confidence (the scale's queries), then L1 distance of (λ, τ1, τ2) to the configured values",
         "transform": "e' = scale * e ** power",
         "scale_grid": [min(SCALE_GRID), max(SCALE_GRID), len(SCALE_GRID)],
@@ -763,6 +769,7 @@ def _search_info(
         "isotonic": isotonic,
         "route_maps": {"on": route_maps, "min_queries": ROUTE_MAP_MIN_QUERIES} if isotonic else None,
         "reader_map": {"on": reader_maps, "min_queries": READER_MAP_MIN_QUERIES} if isotonic else None,
+        "yes_no_map": {"on": yes_no_maps, "min_queries": ROUTE_MAP_MIN_QUERIES} if isotonic else None,
         "cv_folds": cv_folds if fitted.cv is not None else 0,
         # the open frames' bar when it was given (--state-ratio), not fitted; absent: fitted on the grid
         **({"state_ratio_fixed": state_ratio} if state_ratio is not None else {}),
@@ -825,6 +832,7 @@ def calibrate(
     conflict_gold: bool = True,
     route_maps: bool = True,
     reader_maps: bool = True,
+    yes_no_maps: bool = True,
     side_conflicts: bool = True,
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
@@ -840,7 +848,8 @@ def calibrate(
     and the conflict route each get an isotonic map of their own when they have enough validation answers
     (:func:`training.calibration.fit_route_isotonic`). ``reader_maps``: the mapped confidence is corrected by
     the answer's reader score where the evaluator gives one (:func:`training.calibration.fit_reader_map`).
-    ``side_conflicts``: a query whose unplanted chunks
+    ``yes_no_maps``: the answers to yes/no frames get an isotonic map of their own when there are enough of
+    them (``isotonic_yes_no``). ``side_conflicts``: a query whose unplanted chunks
     support a claim outside its gold reference (two sides of a conflict, ConflictQA's memory and counter
     memory) is calibrated as a conflict with every supported claim as its reference
     (:func:`side_conflict_reference`).
@@ -894,6 +903,7 @@ def calibrate(
         state_ratio=state_ratio,
         route_maps=route_maps,
         reader_maps=reader_maps,
+        yes_no_maps=yes_no_maps,
     )
     plot = _plot(output, fitted, cv_folds)
     cal = Calibration(
@@ -911,6 +921,7 @@ def calibrate(
             state_ratio=state_ratio,
             route_maps=route_maps,
             reader_maps=reader_maps,
+            yes_no_maps=yes_no_maps,
         ),
         extra=_provenance(
             run_config,

@@ -11,12 +11,17 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    sharpens a chunk's evidence toward its top claim, ``p < 1`` flattens it; ``e = 0`` stays 0, so
    ignorance stays ignorance and no evidence is created). ``p`` is worth fitting because an evidential
    head (softplus) gives every listed claim some evidence, and that spread is what fusion sees as conflict;
-   a single scale cannot change it. Objective: the mean log loss (NLL) of the Eq 27 confidence
-   ``max_j m⁽ᵏ⁾({a_j})`` against "the selected claim is a gold claim", over queries with a gold reference,
-   at the configured λ — a proper scoring rule (temperature scaling, Guo et al. 2017), smooth in the
-   parameters and free of the binning that makes ECE a noisy objective on small validation sets.
+   a single scale cannot change it. Objective for the scale at each power: the log loss (NLL) of the Eq 27
+   confidence ``max_j m⁽ᵏ⁾({a_j})`` against "the selected claim is a gold claim", over queries with a gold
+   reference, at the configured λ, each source dataset weighted equally — a proper scoring rule
+   (temperature scaling, Guo et al. 2017), smooth in the parameters and free of the binning that makes ECE
+   a noisy objective on small validation sets. The power is chosen after step 3: steps 2–3 are fitted at
+   each power (with its scale), and the power whose answers state exactly the gold set most often, each
+   source weighted equally, is kept — how a chunk's evidence spreads over claims decides which claims clear
+   the stated-set bar, and the top claim's log loss is nearly flat in it.
 2. **λ and (τ1, τ2)** (:func:`fit_thresholds`), with the scale fixed: a grid search maximizing route
-   accuracy against :func:`training.trainer.trainer.expected_route` (the behaviour the labels call for), ties
+   accuracy against :func:`training.trainer.trainer.expected_route` (the behaviour the labels call for),
+   each source dataset weighted equally (a large yes/no dataset must not decide the routes of the others), ties
    broken by the ECE (15 equal-width bins) of the fused confidence, then by closeness to the configured
    (λ, τ1, τ2) — with no evidence to prefer one setting the prior (paper defaults) stays. λ is searched
    only for the ``lambda`` rule (``yager`` fixes λ = 1, ``dempster`` has none).
@@ -38,6 +43,8 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    is the stated set's fused mass (:func:`stated_mass`, ``confidence_input: stated``): the belief that the
    answer as stated holds the truth, the top claim's mass when one claim is stated (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
+   Answers to yes/no frames get a map of their own (``isotonic_yes_no``): a verdict that states one side of
+   a two-sided conflict is right at other rates than an open answer of the same mass.
 
 :func:`evaluate_parameters` scores any setting (route accuracy, ECE, NLL, Brier, selected-claim accuracy)
 and :func:`cross_validate` gives an honest estimate: every query is scored by parameters fitted on the
@@ -73,7 +80,6 @@ from training.calibration.apply import (
     apply_evidence_transform,
     calibrated_confidence,
     isotonic_map,
-    route_isotonic_map,
 )
 from training.calibration.data import CalibrationData
 from training.utils.metrics import expected_calibration_error
@@ -185,10 +191,12 @@ def witness_mask(
     return witnessed_claims(e, float(ratio), data.chunk_mask, data.claim_mask)
 
 
-def _nll(conf: torch.Tensor, correct: torch.Tensor) -> torch.Tensor:
+def _nll(conf: torch.Tensor, correct: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """The log loss over the last dim: its mean, or its ``weight``-weighted sum (weights summing to 1)."""
     c = conf.clamp(_NLL_EPS, 1 - _NLL_EPS)
     y = correct.to(c.dtype)
-    return -(y * c.log() + (1 - y) * (1 - c).log()).mean(-1)
+    loss = -(y * c.log() + (1 - y) * (1 - c).log())
+    return loss.mean(-1) if weight is None else (loss * weight.to(c.dtype)).sum(-1)
 
 
 def _route_names(ids: torch.Tensor) -> list[str]:
@@ -226,23 +234,30 @@ def fit_evidence_scale(
     is gold" over the queries with a gold reference that judges the selected claim
     (:attr:`CalibrationData.selected_gold`; see the module docstring).
 
-    Exhaustive over ``scales × powers``; ties (within 1e-12) go to the setting closest to the identity
-    (``|log s| + |log p|``). Without gold queries nothing can be fitted: the identity is returned with
+    Exhaustive over ``scales × powers`` (the scale 1 is always among the candidates; a power only when
+    listed); ties (within 1e-12) go to the setting closest to the identity (``|log s| + |log p|``). The log
+    loss weighs each source dataset (the key's prefix before ``:``) the same, so a large dataset does not
+    decide the evidence scale for the others. Without gold queries nothing can be fitted: the identity is
+    returned with
     ``fitted=False``.
     """
     scales = sorted({float(s) for s in scales} | {1.0})
-    powers = sorted({float(p) for p in powers} | {1.0})
+    powers = sorted({float(p) for p in powers})
     if any(not (math.isfinite(v) and v > 0) for v in (*scales, *powers)):
         raise CalibrationError("evidence scales and powers must be finite and > 0")
     sub = data.subset(torch.nonzero(data.selected_gold).flatten())
     if len(sub) == 0:
         return ScaleFit(1.0, 1.0, float("nan"), float("nan"), fitted=False)
+    weight = _source_weights(sub, torch.ones(len(sub), dtype=torch.bool))
     s_t = torch.tensor(scales, dtype=torch.float64)
     best: tuple | None = None
     ident = float("nan")
+    if 1.0 not in powers:  # the identity's loss is reported all the same
+        _, conf, correct = fused_outputs(sub, 1.0, 1.0, lam, rule)
+        ident = float(_nll(conf, correct, weight))
     for p in powers:
         _, conf, correct = fused_outputs(sub, s_t, p, lam, rule)
-        nll = _nll(conf, correct)  # [S]
+        nll = _nll(conf, correct, weight)  # [S]
         for i, s in enumerate(scales):
             v = float(nll[i])
             if s == 1.0 and p == 1.0:
@@ -256,8 +271,8 @@ def fit_evidence_scale(
 
 @dataclass(frozen=True)
 class ThresholdFit:
-    """Result of :func:`fit_thresholds`: ``lam``, ``tau1``, ``tau2``, their route accuracy and the ECE of the
-    fused confidence at that λ."""
+    """Result of :func:`fit_thresholds`: ``lam``, ``tau1``, ``tau2``, their route accuracy (each source
+    weighted equally) and the ECE of the fused confidence at that λ."""
 
     lam: float
     tau1: float
@@ -288,7 +303,8 @@ def fit_thresholds(
     the candidates are ``taus`` plus the midpoints between consecutive distinct ``U`` values at each λ
     (the exact optimum also when a large evidence scale squeezes ``U`` below the grid's step).
 
-    Objective, lexicographic: route accuracy against the expected routes (higher), the ECE of the fused
+    Objective, lexicographic: route accuracy against the expected routes (higher; each source dataset, the
+    key's prefix before ``:``, weighted equally), the ECE of the fused
     confidence over the gold queries that judge the selected claim (:attr:`CalibrationData.selected_gold`;
     lower), then the L1 distance of ``(λ, τ1, τ2)`` to ``prior`` (the
     configured values). One batched fusion per λ; all threshold pairs are routed in one policy call.
@@ -308,6 +324,7 @@ def fit_thresholds(
         raise CalibrationError("λ values must lie in [0, 1]")
     base = {float(t) for t in taus} | {t10, t20}
     gold_q = data.selected_gold
+    weight = _source_weights(data, torch.ones(len(data), dtype=torch.bool))
     best: tuple | None = None
     for lam in lam_grid:
         res, conf, correct = fused_outputs(data, scale, power, lam, rule)
@@ -323,17 +340,15 @@ def fit_thresholds(
         t2 = torch.tensor([b for _, b in pairs], dtype=torch.float64).view(-1, 1)
         ece = round(_ece(conf[gold_q], correct[gold_q]), 12)
         ids = _route_ids(policy, res.uncertainty.unsqueeze(0), t1, t2, res)  # [P, B]
-        hits = (ids == data.expected.unsqueeze(0)).sum(-1)  # [P]
-        top = int(hits.max())
+        hits = ((ids == data.expected.unsqueeze(0)).double() * weight).sum(-1).round(decimals=12)  # [P]
+        top = float(hits.max())
         for i in torch.nonzero(hits == top).flatten().tolist():
             a, b = pairs[i]
             key = (-top, ece, round(abs(lam - lam0) + abs(a - t10) + abs(b - t20), 12), lam, a, b)
             if best is None or key < best:
                 best = key
     assert best is not None
-    return ThresholdFit(
-        lam=best[3], tau1=best[4], tau2=best[5], route_accuracy=-best[0] / len(data), ece=best[1]
-    )
+    return ThresholdFit(lam=best[3], tau1=best[4], tau2=best[5], route_accuracy=-best[0], ece=best[1])
 
 
 def _contested(data: CalibrationData, belief: torch.Tensor) -> torch.Tensor | None:
@@ -427,15 +442,16 @@ def _sources(data: CalibrationData) -> list[str]:
     return [k.split(":", 1)[0] if ":" in k else "" for k in data.keys]
 
 
-def _source_weights(data: CalibrationData) -> torch.Tensor:
-    """Per query: ``1 / (sources · queries of its source)`` for gold queries (0 otherwise), so that each
-    source dataset (the key's prefix before ``:``) weighs the same."""
-    g = data.has_gold
+def _source_weights(data: CalibrationData, among: torch.Tensor | None = None) -> torch.Tensor:
+    """Per query: ``1 / (sources · queries of its source)`` for the queries of ``among`` (bool ``[B]``;
+    default: the gold queries), 0 for the others, so that each source dataset (the key's prefix before
+    ``:``) weighs the same and the weights sum to 1 (0 when ``among`` is empty)."""
+    use = (data.has_gold if among is None else among).tolist()
     sources = _sources(data)
-    gold_sources = [s for s, ok in zip(sources, g.tolist()) if ok]
-    counts = {s: gold_sources.count(s) for s in set(gold_sources)}
+    picked = [s for s, ok in zip(sources, use) if ok]
+    counts = {s: picked.count(s) for s in set(picked)}
     return torch.tensor(
-        [1.0 / (len(counts) * counts[s]) if ok else 0.0 for s, ok in zip(sources, g.tolist())],
+        [1.0 / (len(counts) * counts[s]) if ok else 0.0 for s, ok in zip(sources, use)],
         dtype=torch.float64,
     )
 
@@ -598,6 +614,7 @@ def evaluate_parameters(
     confidence_input: str = "top",
     isotonic_routes: dict[str, dict[str, list[float]]] | None = None,
     reader_map: dict[str, Any] | None = None,
+    isotonic_yes_no: dict[str, list[float]] | None = None,
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
@@ -605,7 +622,8 @@ def evaluate_parameters(
     selected claim is gold), ``answer_accuracy`` (with ``state_ratio``: the answer as stated is right,
     :func:`answer_hits`; else the selected claim; with ``state_witness_ratio`` the witnessed claims are
     stated too), ``ece`` / ``nll`` / ``brier`` of the final confidence
-    (isotonic-mapped when ``isotonic`` is given; by each answer's route's map in ``isotonic_routes``; then
+    (isotonic-mapped when ``isotonic`` is given; by each answer's route's map in ``isotonic_routes``, a
+    yes/no frame's answer by ``isotonic_yes_no`` when given; then
     by ``reader_map`` where the answer has a reader score) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
     the Eq 27 confidence itself against the selected claim (the trainer's ECE). ``details=True`` adds the
     per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
@@ -622,7 +640,14 @@ def evaluate_parameters(
     c_fused, ok = conf[g], correct[g]
     reader = answer_reader(data, res.belief)[g] if reader_map is not None else None
     c_final = calibrated_confidence(
-        c_input[g], _route_names(ids[g]), isotonic, isotonic_routes, reader_map, reader
+        c_input[g],
+        _route_names(ids[g]),
+        isotonic,
+        isotonic_routes,
+        reader_map,
+        reader,
+        data.yes_no[g],
+        isotonic_yes_no,
     )
     n_gold = int(g.sum())
     out: dict[str, Any] = {
@@ -648,48 +673,47 @@ def evaluate_parameters(
     return out
 
 
-def fit_calibration(
-    data: CalibrationData,
-    *,
-    rule: str = "lambda",
-    policy: str = "paper",
-    prior: tuple[float, float, float] = (0.6, 0.35, 0.65),
-    fit_power: bool = True,
-    isotonic: bool = True,
-    scales: Sequence[float] = SCALE_GRID,
-    powers: Sequence[float] = POWER_GRID,
-    lams: Sequence[float] = LAM_GRID,
-    taus: Sequence[float] = TAU_GRID,
-    data_thresholds: bool = True,
-    state_prior: float = 0.5,
-    ratios: Sequence[float] = STATE_RATIO_GRID,
-    fixed_state_ratio: float | None = None,
-    witness_ratios: Sequence[float] | None = WITNESS_RATIO_GRID,
-    route_maps: bool = True,
-    reader_maps: bool = True,
-) -> dict[str, Any]:
-    """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → the witness bar
-    → isotonic) on ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the
-    yes/no frames' bar still is); its set accuracy is reported all the same. With ``witness_ratios`` None
-    the witness bar is not fitted (``state_witness_ratio`` None: the run config's stays). With ``route_maps``
-    (and ``isotonic``) each answering route with enough gold queries gets a map of its own
-    (:func:`fit_route_isotonic`, ``isotonic_routes``). With ``reader_maps`` (and a fitted isotonic map) the
-    mapped confidence is corrected by the answer's reader score where the evaluator gave one
-    (:func:`fit_reader_map`, ``reader_map``; None without enough such answers).
+@dataclass
+class _Structure:
+    """The fusion setting fitted at one evidence transform (:func:`fit_calibration`'s steps 2–3) and its
+    outputs on the calibration data."""
 
-    Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
-    state_ratio_yes_no, state_witness_ratio, confidence_input, isotonic_routes, reader_map}`` (``isotonic_routes`` None
-    without a route map; ``state_ratio_yes_no`` None without a yes/no query;
-    ``state_witness_ratio`` a bar or ``"off"``)
-    and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
-    steps that were skipped.
-    """
-    notes: list[str] = []
-    sf = fit_evidence_scale(
-        data, lam=prior[0], rule=rule, scales=scales, powers=powers if fit_power else (1.0,)
-    )
-    if not sf.fitted:
-        notes.append("no query has a gold reference: evidence scale left at 1 (identity)")
+    scale: ScaleFit
+    thresholds: ThresholdFit
+    res: Any
+    conf: torch.Tensor
+    correct: torch.Tensor
+    routes: torch.Tensor
+    open_q: torch.Tensor
+    yn_q: torch.Tensor
+    ratio: float
+    set_acc: float
+    witness: float | str | None
+    set_acc_witness: float | None
+    ratio_yn: float | None
+    set_acc_yn: float | None
+    macro_set_accuracy: float
+
+
+def _fit_structure(
+    data: CalibrationData,
+    sf: ScaleFit,
+    *,
+    rule: str,
+    policy: str,
+    prior: tuple[float, float, float],
+    lams: Sequence[float],
+    taus: Sequence[float],
+    data_thresholds: bool,
+    state_prior: float,
+    ratios: Sequence[float],
+    fixed_state_ratio: float | None,
+    witness_ratios: Sequence[float] | None,
+) -> _Structure:
+    """λ, τ1, τ2 (:func:`fit_thresholds`), the stated-set bars (:func:`fit_state_ratio`) and the witness bar
+    (:func:`fit_witness_ratio`) on the evidence transformed by ``sf``, and the share of gold queries whose
+    routed answer states exactly their gold set at those bars (:func:`set_hits`), each source weighted
+    equally."""
     tf = fit_thresholds(
         data,
         scale=sf.scale,
@@ -731,7 +755,103 @@ def fit_calibration(
         )
     else:  # every yes/no question is a conflict: nothing to fit the bar on, the prior stays
         ratio_yn, set_acc_yn = float(state_prior), 0.0
-    iso = iso_routes = reader_params = None
+    wit = witness_mask(data, sf.scale, sf.power, witness)
+    hits = set_hits(data, res.belief, routes, ratio, ratio_yn, None if witness is None else wit)
+    macro = round(float((hits.double() * _source_weights(data)).sum()), 12)
+    return _Structure(
+        sf,
+        tf,
+        res,
+        conf,
+        correct,
+        routes,
+        open_q,
+        yn_q,
+        ratio,
+        set_acc,
+        witness,
+        set_acc_witness,
+        ratio_yn,
+        set_acc_yn,
+        macro,
+    )
+
+
+def fit_calibration(
+    data: CalibrationData,
+    *,
+    rule: str = "lambda",
+    policy: str = "paper",
+    prior: tuple[float, float, float] = (0.6, 0.35, 0.65),
+    fit_power: bool = True,
+    isotonic: bool = True,
+    scales: Sequence[float] = SCALE_GRID,
+    powers: Sequence[float] = POWER_GRID,
+    lams: Sequence[float] = LAM_GRID,
+    taus: Sequence[float] = TAU_GRID,
+    data_thresholds: bool = True,
+    state_prior: float = 0.5,
+    ratios: Sequence[float] = STATE_RATIO_GRID,
+    fixed_state_ratio: float | None = None,
+    witness_ratios: Sequence[float] | None = WITNESS_RATIO_GRID,
+    route_maps: bool = True,
+    reader_maps: bool = True,
+    yes_no_maps: bool = True,
+) -> dict[str, Any]:
+    """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → the witness bar
+    → isotonic) on ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the
+    yes/no frames' bar still is); its set accuracy is reported all the same. With ``witness_ratios`` None
+    the witness bar is not fitted (``state_witness_ratio`` None: the run config's stays). With ``route_maps``
+    (and ``isotonic``) each answering route with enough gold queries gets a map of its own
+    (:func:`fit_route_isotonic`, ``isotonic_routes``). With ``reader_maps`` (and a fitted isotonic map) the
+    mapped confidence is corrected by the answer's reader score where the evaluator gave one
+    (:func:`fit_reader_map`, ``reader_map``; None without enough such answers). With ``yes_no_maps`` (and
+    ``isotonic``) the answers to yes/no frames get a map of their own when they are at least
+    :data:`ROUTE_MAP_MIN_QUERIES` gold queries (``isotonic_yes_no``), and the pooled and route maps are
+    fitted on the open frames' answers.
+    The evidence scale is fitted by log loss at each power of ``powers`` (only 1 without ``fit_power``), the
+    rest of the setting at that transform, and the power whose answers state exactly the gold set most often,
+    each source weighted equally (ties: the lower log loss, then the power closest to 1), is kept: the power
+    decides how a chunk's evidence spreads over claims, which the top claim's log loss cannot see.
+
+    Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
+    state_ratio_yes_no, state_witness_ratio, confidence_input, isotonic_routes, reader_map, isotonic_yes_no}``
+    (``isotonic_routes`` / ``isotonic_yes_no`` None without a route / yes/no map; ``state_ratio_yes_no`` None without a yes/no query;
+    ``state_witness_ratio`` a bar or ``"off"``)
+    and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
+    steps that were skipped.
+    """
+    notes: list[str] = []
+    structure = dict(
+        rule=rule,
+        policy=policy,
+        prior=prior,
+        lams=lams,
+        taus=taus,
+        data_thresholds=data_thresholds,
+        state_prior=state_prior,
+        ratios=ratios,
+        fixed_state_ratio=fixed_state_ratio,
+        witness_ratios=witness_ratios,
+    )
+    fits = [
+        _fit_structure(
+            data, fit_evidence_scale(data, lam=prior[0], rule=rule, scales=scales, powers=(p,)), **structure
+        )
+        for p in sorted({float(p) for p in (powers if fit_power else (1.0,))})
+    ]
+    # the power whose answers state the right sets most often, each source weighted equally; ties: the lower
+    # log loss, then the power closest to 1
+    st = min(
+        fits, key=lambda f: (-f.macro_set_accuracy, round(f.scale.nll, 12), abs(math.log(f.scale.power)))
+    )
+    sf, tf, res, conf, correct, routes = st.scale, st.thresholds, st.res, st.conf, st.correct, st.routes
+    if not sf.fitted:
+        notes.append("no query has a gold reference: evidence scale left at 1 (identity)")
+    open_q, yn_q = st.open_q, st.yn_q
+    ratio, set_acc, witness, set_acc_witness = st.ratio, st.set_acc, st.witness, st.set_acc_witness
+    ratio_yn, set_acc_yn = st.ratio_yn, st.set_acc_yn
+    iso = iso_routes = reader_params = iso_yn = None
     if isotonic:
         g = data.has_gold
         # the answer as stated: is it right, and the fused mass of what it states (each kind of frame at its
@@ -743,14 +863,30 @@ def fit_calibration(
                 wit = witness_mask(sub, sf.scale, sf.power, w)
                 answered[q] = answer_hits(sub, res.belief[q], routes[q], r, None, wit)
                 mass[q] = stated_mass(sub, res.belief[q], routes[q], r, None, wit)
+        # yes/no answers get a map of their own when there are enough of them; the others' maps then fit
+        # the open frames' answers alone (both kinds when too few open answers are left)
+        yn_g = g & data.yes_no
+        if yes_no_maps and int(yn_g.sum()) >= ROUTE_MAP_MIN_QUERIES and len(set(mass[yn_g].tolist())) >= 2:
+            iso_yn = fit_isotonic(mass[yn_g].tolist(), answered[yn_g].tolist())
+        rest = g & ~data.yes_no if iso_yn is not None else g
+        if iso_yn is not None and (int(rest.sum()) < 2 or len(set(mass[rest].tolist())) < 2):
+            rest = g
         try:
-            iso = fit_isotonic(mass[g].tolist(), answered[g].tolist())
+            iso = fit_isotonic(mass[rest].tolist(), answered[rest].tolist())
             if route_maps:
-                iso_routes = fit_route_isotonic(mass[g], answered[g], routes[g])
+                iso_routes = fit_route_isotonic(mass[rest], answered[rest], routes[rest])
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
+            iso_yn = None
         if iso is not None and reader_maps:
-            mapped = route_isotonic_map(mass[g], _route_names(routes[g]), iso, iso_routes)
+            mapped = calibrated_confidence(
+                mass[g],
+                _route_names(routes[g]),
+                iso,
+                iso_routes,
+                yes_no=data.yes_no[g],
+                isotonic_yes_no=iso_yn,
+            )
             answering = routes[g] != ROUTES.index("abstain")
             reader = answer_reader(data, res.belief)[g]
             reader = torch.where(answering, reader, torch.full_like(reader, math.nan))
@@ -775,6 +911,7 @@ def fit_calibration(
         "confidence_input": "stated",
         "isotonic_routes": iso_routes,
         "reader_map": reader_params,
+        "isotonic_yes_no": iso_yn,
         "fit": {
             "nll_identity": sf.nll_identity,
             "nll_scaled": sf.nll,
@@ -812,6 +949,7 @@ _PARAM_KEYS = (
     "confidence_input",
     "isotonic_routes",
     "reader_map",
+    "isotonic_yes_no",
 )
 
 
@@ -861,12 +999,23 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
             c = stated_mass(held, res.belief, routes[test], *bars)
         reader = answer_reader(held, res.belief) if p["reader_map"] is not None else None
         conf[test] = calibrated_confidence(
-            c, _route_names(routes[test]), p["isotonic"], p["isotonic_routes"], p["reader_map"], reader
+            c,
+            _route_names(routes[test]),
+            p["isotonic"],
+            p["isotonic_routes"],
+            p["reader_map"],
+            reader,
+            held.yes_no,
+            p["isotonic_yes_no"],
         )
         correct[test] = answer_hits(held, res.belief, routes[test], *bars)
         set_ok[test] = set_hits(held, res.belief, routes[test], *bars)
         per_fold.append(
-            {k: v for k, v in p.items() if k not in ("isotonic", "isotonic_routes", "reader_map")}
+            {
+                k: v
+                for k, v in p.items()
+                if k not in ("isotonic", "isotonic_routes", "reader_map", "isotonic_yes_no")
+            }
             | {"queries": len(test)}
         )
     g = data.has_gold
