@@ -34,7 +34,7 @@ from inference.generation.template import template_response
 from inference.io import rounded
 from inference.types import Chunk, ChunkEvidence, DataError
 from training.calibration.apply import answer_reader_score
-from training.utils.metrics import is_yes_no_frame, stated_claims
+from training.utils.metrics import stated_claims
 from training.utils.text import near_copies
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "RetrievedChunk",
     "answer_record",
     "build_answer_record",
-    "calibrated_record_confidence",
     "record_evidence",
     "record_copies",
     "refuse_record",
@@ -530,21 +529,11 @@ def refuse_record(
     out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes
     out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
     if calibration is not None:
-        out.calibrated_confidence = calibrated_record_confidence(calibration, out)
+        out.calibrated_confidence = rounded(
+            calibration.calibrated_confidence(out.confidence, out.stated_mass, out.route, out.reader_score)
+        )
         out.calibration = rec.calibration
     return out
-
-
-def calibrated_record_confidence(calibration: Any, rec: AnswerRecord) -> float:
-    """The record's calibrated confidence, rounded: ``calibration``'s maps
-    (:meth:`training.calibration.Calibration.calibrated_confidence`) of its confidence or stated mass, by its
-    route, its reader score and whether its frame is a yes/no verdict."""
-    yes_no = is_yes_no_frame([c.text for c in rec.claims])
-    return rounded(
-        calibration.calibrated_confidence(
-            rec.confidence, rec.stated_mass, rec.route, rec.reader_score, yes_no
-        )
-    )
 
 
 def _evaluation_result(rec: AnswerRecord, evidence: torch.Tensor) -> EvaluationResult:

@@ -190,7 +190,6 @@ def calibration_record(cal: Calibration, path: str | Path) -> dict[str, Any]:
         "tau2": cal.tau2,
         "isotonic": cal.isotonic is not None,
         "reader_map": cal.reader_map is not None,
-        "isotonic_yes_no": cal.isotonic_yes_no is not None,
     }
 
 

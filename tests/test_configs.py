@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from inference.config import load_config
+from inference.workflows.calibrate import parse_data_spec
 from inference.workflows.distill import load_distill_config
 from training.sft.recipe import load_sft_config
 from training.trainer.config import load_train_config
@@ -21,6 +22,7 @@ LOADERS = {
     "learned-minilm.yaml": load_train_config,
     "learned-minilm-credibility.yaml": load_train_config,
     "learned-bge-large-gpu.yaml": load_train_config,
+    "calibrate-minilm.yaml": lambda path: parse_data_spec(str(path)),
     "distill-minilm.yaml": load_distill_config,
     "sft-llama3-8b.yaml": load_sft_config,
     "sft-smollm2.yaml": load_sft_config,
@@ -50,3 +52,19 @@ def test_scale_configs_say_what_they_scale():
     # the same data and losses as the CPU default
     cpu = load_train_config(CONFIGS / "learned-minilm.yaml")
     assert train.data == cpu.data and train.loss == cpu.loss
+
+
+def test_the_calibration_data_is_the_checkpoints_split_presented_as_evaluate_reads_it():
+    sources, split = parse_data_spec(str(CONFIGS / "calibrate-minilm.yaml"))
+    train = load_train_config(CONFIGS / "learned-minilm.yaml")
+    for key in ("validation_fraction", "split_seed", "max_claims_per_query"):
+        assert split[key] == getattr(train, key), key
+    assert [s.name for s in sources] == [s.name for s in train.data]
+    by_name = {s.name: s for s in sources}
+    assert by_name["conflictqa"].path.endswith("conflictqa") and by_name["conflictqa"].options == {
+        "aligned_evidence": True
+    }
+    # the other datasets exactly as training reads them
+    for s in train.data:
+        if s.name != "conflictqa":
+            assert by_name[s.name] == s

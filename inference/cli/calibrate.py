@@ -118,14 +118,6 @@ def calibrate_cmd(
             "fitted only where the evaluator reads chunks with a span head and enough answers have a score).",
         ),
     ] = True,
-    yes_no_map: Annotated[
-        bool,
-        typer.Option(
-            "--yes-no-map/--no-yes-no-map",
-            help="Fit an isotonic confidence map of its own for answers to yes/no frames when there are enough "
-            "of them; the pooled and route maps then fit the open frames' answers.",
-        ),
-    ] = True,
     cv_folds: Annotated[
         int, typer.Option(help="Folds of the cross-fitted 'after' estimate (0: off).", min=0)
     ] = DEFAULT_FOLDS,
@@ -172,7 +164,6 @@ def calibrate_cmd(
             conflict_gold=conflict_gold,
             route_maps=route_maps,
             reader_maps=reader_map,
-            yes_no_maps=yes_no_map,
             side_conflicts=side_conflicts,
         )
     except (EvidentialError, TrainingDataError) as exc:
@@ -194,11 +185,7 @@ def calibrate_cmd(
         f"calibrated the {cal.evaluator} evaluator on {d['queries']} validation queries "
         f"({d['queries_with_gold']} with gold): scale {cal.scale:.4g}, power {cal.power:g}, λ {cal.lam:g}, "
         f"τ1 {cal.tau1:g}, τ2 {cal.tau2:g}, isotonic {'on' if cal.isotonic else 'off'}"
-        + (
-            f" (own maps: {', '.join([*(cal.isotonic_routes or []), *(['yes/no'] if cal.isotonic_yes_no else [])])})"
-            if cal.isotonic_routes or cal.isotonic_yes_no
-            else ""
-        )
+        + (f" (own maps: {', '.join(cal.isotonic_routes)})" if cal.isotonic_routes else "")
         + (
             f", reader map on {cal.reader_map.get('queries', '?')} answers"
             if cal.reader_map is not None

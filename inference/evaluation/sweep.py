@@ -79,7 +79,7 @@ from training.calibration import (
     calibrated_confidence,
     read_calibration,
 )
-from training.utils.metrics import is_yes_no_frame, stated_claims
+from training.utils.metrics import stated_claims
 
 __all__ = [
     "BEHAVIOUR_ROUTE",
@@ -374,13 +374,11 @@ def refuse_rows(
     confidence_input: str = "top",
     isotonic_routes: dict[str, dict[str, list[float]]] | None = None,
     reader_params: dict[str, Any] | None = None,
-    isotonic_yes_no: dict[str, list[float]] | None = None,
 ) -> list[dict]:
     """Re-fuse and re-route ``rows`` under ``setting`` (one batched fusion call) and score the templated
     answers like the runner scores generated ones (with ``isotonic``, the calibration's confidence map — and
     ``isotonic_routes``, its maps per route, picked by each re-routed answer's route, and ``reader_params``,
-    its reader map of the re-selected answer's reader score, and ``isotonic_yes_no``, its map of answers to
-    yes/no frames — the scored confidence is
+    its reader map of the re-selected answer's reader score — the scored confidence is
     ``calibrated_confidence`` as in the run). Returns new rows (the originals are not modified)."""
     fc = setting.fusion()
     merged = fc.copy_overlap is not None and batch.copies is not None
@@ -432,8 +430,6 @@ def refuse_rows(
                     isotonic_routes,
                     reader_params,
                     reader,
-                    is_yes_no_frame([c["text"] for c in claims]),
-                    isotonic_yes_no,
                 )
             )
             if isotonic is not None
@@ -574,7 +570,7 @@ def run_sweep(
         rows = per_system[name]
         batch = evidence_batch([r["record"] for r in rows])
         sys_settings, applied, iso, iso_input, iso_routes = settings, None, None, "top", None
-        reader_params = iso_yes_no = None
+        reader_params = None
         cal = rows[0]["record"].get("calibration")
         if isinstance(cal, dict) and "scale" in cal:
             # the run applied a calibration (calibration: auto or a file): re-fuse what it fused — the scaled
@@ -584,7 +580,7 @@ def run_sweep(
                 read = read_calibration(cal["file"])
                 if cal.get("isotonic"):
                     iso, iso_input, iso_routes = read.isotonic, read.confidence_input, read.isotonic_routes
-                    reader_params, iso_yes_no = read.reader_map, read.isotonic_yes_no
+                    reader_params = read.reader_map
             except (CalibrationError, OSError, KeyError, TypeError):
                 iso = None
                 applied["isotonic"] = "calibration file not readable: confidence left unmapped"
@@ -597,7 +593,7 @@ def run_sweep(
         entries = []
         for s in sys_settings:
             new = refuse_rows(
-                rows, batch, s, instances, judge, cache, iso, iso_input, iso_routes, reader_params, iso_yes_no
+                rows, batch, s, instances, judge, cache, iso, iso_input, iso_routes, reader_params
             )
             entry = {"setting": s.__dict__, **_setting_metrics(new, ref_rows, reference)}
             if s.table == "base":  # the re-fused run setting must reproduce the run's own routes

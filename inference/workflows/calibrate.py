@@ -669,7 +669,6 @@ def _fit(
     state_ratio: float | None = None,
     route_maps: bool = True,
     reader_maps: bool = True,
-    yes_no_maps: bool = True,
 ) -> _Fitted:
     """Fit on the cached outcomes, score the configured and the fitted setting, cross-fit when there are
     enough queries (``state_ratio``: the open frames' stated-set bar, fixed instead of fitted)."""
@@ -687,7 +686,6 @@ def _fit(
         fixed_state_ratio=state_ratio,
         route_maps=route_maps,
         reader_maps=reader_maps,
-        yes_no_maps=yes_no_maps,
     ).fit(data)
     params = calibrator.params
     before = evaluate_parameters(
@@ -738,7 +736,6 @@ def _search_info(
     state_ratio: float | None = None,
     route_maps: bool = True,
     reader_maps: bool = True,
-    yes_no_maps: bool = True,
 ) -> dict[str, Any]:
     """The ``search`` block of the calibration file: objectives, grids, the prior and notes."""
     fusion = run_config.fusion
@@ -750,7 +747,7 @@ def _search_info(
             "witness bar at each power (the same objective at that bar; ties: off, then the higher bar)",
             "power (exact stated sets at its fitted setting, each source weighted equally; ties: NLL, then "
             "closest to 1)",
-            "isotonic (pooled; per route with route maps; yes/no frames apart with the yes/no map)",
+            "isotonic (pooled; per route with route maps)",
             "reader map (logistic: logit of the mapped confidence and the answer's reader score)",
         ],
         "scale_objective": "log loss of the Eq 27 confidence vs 'selected claim is gold' (queries with gold, "
@@ -769,7 +766,6 @@ def _search_info(
         "isotonic": isotonic,
         "route_maps": {"on": route_maps, "min_queries": ROUTE_MAP_MIN_QUERIES} if isotonic else None,
         "reader_map": {"on": reader_maps, "min_queries": READER_MAP_MIN_QUERIES} if isotonic else None,
-        "yes_no_map": {"on": yes_no_maps, "min_queries": ROUTE_MAP_MIN_QUERIES} if isotonic else None,
         "cv_folds": cv_folds if fitted.cv is not None else 0,
         # the open frames' bar when it was given (--state-ratio), not fitted; absent: fitted on the grid
         **({"state_ratio_fixed": state_ratio} if state_ratio is not None else {}),
@@ -832,7 +828,6 @@ def calibrate(
     conflict_gold: bool = True,
     route_maps: bool = True,
     reader_maps: bool = True,
-    yes_no_maps: bool = True,
     side_conflicts: bool = True,
 ) -> CalibrationRun:
     """Fit and write a calibration for ``run_config``'s evaluator (see the module docstring).
@@ -848,8 +843,7 @@ def calibrate(
     and the conflict route each get an isotonic map of their own when they have enough validation answers
     (:func:`training.calibration.fit_route_isotonic`). ``reader_maps``: the mapped confidence is corrected by
     the answer's reader score where the evaluator gives one (:func:`training.calibration.fit_reader_map`).
-    ``yes_no_maps``: the answers to yes/no frames get an isotonic map of their own when there are enough of
-    them (``isotonic_yes_no``). ``side_conflicts``: a query whose unplanted chunks
+    ``side_conflicts``: a query whose unplanted chunks
     support a claim outside its gold reference (two sides of a conflict, ConflictQA's memory and counter
     memory) is calibrated as a conflict with every supported claim as its reference
     (:func:`side_conflict_reference`).
@@ -903,7 +897,6 @@ def calibrate(
         state_ratio=state_ratio,
         route_maps=route_maps,
         reader_maps=reader_maps,
-        yes_no_maps=yes_no_maps,
     )
     plot = _plot(output, fitted, cv_folds)
     cal = Calibration(
@@ -921,7 +914,6 @@ def calibrate(
             state_ratio=state_ratio,
             route_maps=route_maps,
             reader_maps=reader_maps,
-            yes_no_maps=yes_no_maps,
         ),
         extra=_provenance(
             run_config,

@@ -172,28 +172,6 @@ def test_refuse_applies_the_calibration_transform_and_refreshes_its_confidence()
     assert out.calibrated_confidence == pytest.approx(0.5 * want.confidence, abs=1e-6)
 
 
-def test_a_yes_no_frames_answer_takes_the_yes_no_map():
-    """Re-fusion (``POST /fuse``, the pipeline's own path) maps a yes/no verdict's confidence by the
-    calibration's yes/no map and an open answer of the same evidence by the pooled map."""
-    from training.calibration.format import Calibration
-
-    cal = Calibration(
-        "learned",
-        isotonic={"x": [0.0, 1.0], "y": [0.0, 1.0]},
-        isotonic_yes_no={"x": [0.0, 1.0], "y": [0.0, 0.25]},
-    )
-    evidence = [[3.0, 0.0], [2.0, 0.0]]
-    verdict = _result_with_decisions(evidence)
-    verdict.claims = [FrameClaim("a1", "Yes", ["d0", "d1"], ["Yes"]), FrameClaim("a2", "no", [], ["no"])]
-    yes_no = refuse_record(build_answer_record(verdict, FusionConfig()), FusionConfig(), cal)
-    open_answer = refuse_record(
-        build_answer_record(_result_with_decisions(evidence), FusionConfig()), FusionConfig(), cal
-    )
-    assert yes_no.stated_mass == pytest.approx(open_answer.stated_mass) and yes_no.stated_mass > 0
-    assert open_answer.calibrated_confidence == pytest.approx(open_answer.stated_mass, abs=1e-6)
-    assert yes_no.calibrated_confidence == pytest.approx(0.25 * yes_no.stated_mass, abs=1e-6)
-
-
 def test_record_evidence_names_what_is_wrong():
     rec = build_answer_record(_result_with_decisions([[1.0, 0.0]]), FusionConfig()).to_dict()
     assert record_evidence(rec).tolist() == [[1.0, 0.0]]

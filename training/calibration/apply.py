@@ -20,7 +20,6 @@ __all__ = [
     "isotonic_map",
     "reader_map",
     "route_isotonic_map",
-    "yes_no_isotonic_map",
 ]
 
 
@@ -150,42 +149,14 @@ def reader_map(confidence, reader_score, params: dict | None):
     return torch.where(keep, conf, torch.sigmoid(z)).to(confidence.dtype)
 
 
-def yes_no_isotonic_map(conf, mapped, yes_no, iso_yes_no: dict[str, list[float]] | None):
-    """``mapped`` (the route maps' value of ``conf``) with the answers to yes/no frames mapped by
-    ``iso_yes_no`` instead (:func:`isotonic_map` of ``conf``). ``yes_no`` is one bool for a single
-    confidence, or one per element of an array or tensor ``conf``; None or ``iso_yes_no`` None: ``mapped``."""
-    if iso_yes_no is None or yes_no is None:
-        return mapped
-    if not isinstance(conf, (np.ndarray, torch.Tensor)):
-        return isotonic_map(conf, iso_yes_no) if bool(yes_no) else mapped
-    flags = [bool(v) for v in (yes_no.tolist() if hasattr(yes_no, "tolist") else yes_no)]
-    if len(flags) != len(conf):
-        raise CalibrationError(f"got {len(flags)} yes/no flags for {len(conf)} confidences")
-    idx = [i for i, v in enumerate(flags) if v]
-    if idx:
-        mapped = mapped.clone() if isinstance(mapped, torch.Tensor) else np.array(mapped, copy=True)
-        mapped[idx] = isotonic_map(conf[idx], iso_yes_no)
-    return mapped
-
-
 def calibrated_confidence(
-    conf,
-    routes,
-    isotonic,
-    isotonic_routes=None,
-    reader_params=None,
-    reader_score=None,
-    yes_no=None,
-    isotonic_yes_no=None,
+    conf, routes, isotonic, isotonic_routes=None, reader_params=None, reader_score=None
 ):
-    """The calibrated confidence of answers: the isotonic map of their route (:func:`route_isotonic_map`), or
-    for an answer to a yes/no frame (``yes_no``: one flag, or one per element of ``conf``; None: no answer
-    is) the yes/no map ``isotonic_yes_no`` where there is one (:func:`yes_no_isotonic_map`), then the
-    reader map (:func:`reader_map`) of their reader score — never of an abstention's. ``routes``: one route
-    name, one per element of an array or tensor ``conf``, or None (the pooled map; no route is an
+    """The calibrated confidence of answers: the isotonic map of their route (:func:`route_isotonic_map`),
+    then the reader map (:func:`reader_map`) of their reader score — never of an abstention's. ``routes``:
+    one route name, one per element of an array or tensor ``conf``, or None (the pooled map; no route is an
     abstention); ``reader_score`` alike (None or NaN: none)."""
     out = route_isotonic_map(conf, routes, isotonic, isotonic_routes if routes is not None else None)
-    out = yes_no_isotonic_map(conf, out, yes_no, isotonic_yes_no)
     if reader_params is None or reader_score is None:
         return out
     if isinstance(routes, str):

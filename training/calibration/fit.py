@@ -43,8 +43,6 @@ runs an evaluator ONCE over validation queries, caches the evidence ``[B, k, M]`
    is the stated set's fused mass (:func:`stated_mass`, ``confidence_input: stated``): the belief that the
    answer as stated holds the truth, the top claim's mass when one claim is stated (scikit-learn ``IsotonicRegression``), stored as its breakpoints and applied
    by linear interpolation (:meth:`Calibration.calibrated_confidence`), so inference needs no scikit-learn.
-   Answers to yes/no frames get a map of their own (``isotonic_yes_no``): a verdict that states one side of
-   a two-sided conflict is right at other rates than an open answer of the same mass.
 
 :func:`evaluate_parameters` scores any setting (route accuracy, ECE, NLL, Brier, selected-claim accuracy)
 and :func:`cross_validate` gives an honest estimate: every query is scored by parameters fitted on the
@@ -80,6 +78,7 @@ from training.calibration.apply import (
     apply_evidence_transform,
     calibrated_confidence,
     isotonic_map,
+    route_isotonic_map,
 )
 from training.calibration.data import CalibrationData
 from training.utils.metrics import expected_calibration_error
@@ -614,7 +613,6 @@ def evaluate_parameters(
     confidence_input: str = "top",
     isotonic_routes: dict[str, dict[str, list[float]]] | None = None,
     reader_map: dict[str, Any] | None = None,
-    isotonic_yes_no: dict[str, list[float]] | None = None,
     details: bool = False,
 ) -> dict[str, Any]:
     """Metrics of one setting: ``route_accuracy`` (all queries), ``routes`` (counts), and over the queries with
@@ -622,8 +620,7 @@ def evaluate_parameters(
     selected claim is gold), ``answer_accuracy`` (with ``state_ratio``: the answer as stated is right,
     :func:`answer_hits`; else the selected claim; with ``state_witness_ratio`` the witnessed claims are
     stated too), ``ece`` / ``nll`` / ``brier`` of the final confidence
-    (isotonic-mapped when ``isotonic`` is given; by each answer's route's map in ``isotonic_routes``, a
-    yes/no frame's answer by ``isotonic_yes_no`` when given; then
+    (isotonic-mapped when ``isotonic`` is given; by each answer's route's map in ``isotonic_routes``; then
     by ``reader_map`` where the answer has a reader score) against ``answer_accuracy``'s outcome, and ``ece_fused`` of
     the Eq 27 confidence itself against the selected claim (the trainer's ECE). ``details=True`` adds the
     per-query arrays ``_confidence``, ``_correct`` (gold queries) and ``_routes`` (all queries)."""
@@ -646,8 +643,6 @@ def evaluate_parameters(
         isotonic_routes,
         reader_map,
         reader,
-        data.yes_no[g],
-        isotonic_yes_no,
     )
     n_gold = int(g.sum())
     out: dict[str, Any] = {
@@ -796,7 +791,6 @@ def fit_calibration(
     witness_ratios: Sequence[float] | None = WITNESS_RATIO_GRID,
     route_maps: bool = True,
     reader_maps: bool = True,
-    yes_no_maps: bool = True,
 ) -> dict[str, Any]:
     """The steps in order (scale/power at the prior λ → λ, τ1, τ2 → the stated-set bar → the witness bar
     → isotonic) on ``data``. With ``fixed_state_ratio`` the open frames' bar is that value, not fitted (the
@@ -805,18 +799,15 @@ def fit_calibration(
     (and ``isotonic``) each answering route with enough gold queries gets a map of its own
     (:func:`fit_route_isotonic`, ``isotonic_routes``). With ``reader_maps`` (and a fitted isotonic map) the
     mapped confidence is corrected by the answer's reader score where the evaluator gave one
-    (:func:`fit_reader_map`, ``reader_map``; None without enough such answers). With ``yes_no_maps`` (and
-    ``isotonic``) the answers to yes/no frames get a map of their own when they are at least
-    :data:`ROUTE_MAP_MIN_QUERIES` gold queries (``isotonic_yes_no``), and the pooled and route maps are
-    fitted on the open frames' answers.
+    (:func:`fit_reader_map`, ``reader_map``; None without enough such answers).
     The evidence scale is fitted by log loss at each power of ``powers`` (only 1 without ``fit_power``), the
     rest of the setting at that transform, and the power whose answers state exactly the gold set most often,
     each source weighted equally (ties: the lower log loss, then the power closest to 1), is kept: the power
     decides how a chunk's evidence spreads over claims, which the top claim's log loss cannot see.
 
     Returns the fitted parameters ``{scale, power, lam, tau1, tau2, rule, policy, isotonic, state_ratio,
-    state_ratio_yes_no, state_witness_ratio, confidence_input, isotonic_routes, reader_map, isotonic_yes_no}``
-    (``isotonic_routes`` / ``isotonic_yes_no`` None without a route / yes/no map; ``state_ratio_yes_no`` None without a yes/no query;
+    state_ratio_yes_no, state_witness_ratio, confidence_input, isotonic_routes, reader_map}``
+    (``isotonic_routes`` None without a route map; ``state_ratio_yes_no`` None without a yes/no query;
     ``state_witness_ratio`` a bar or ``"off"``)
     and, under ``"fit"``, the objectives reached (NLL, route accuracy, ECE, set accuracy) and notes on
     steps that were skipped.
@@ -851,7 +842,7 @@ def fit_calibration(
     open_q, yn_q = st.open_q, st.yn_q
     ratio, set_acc, witness, set_acc_witness = st.ratio, st.set_acc, st.witness, st.set_acc_witness
     ratio_yn, set_acc_yn = st.ratio_yn, st.set_acc_yn
-    iso = iso_routes = reader_params = iso_yn = None
+    iso = iso_routes = reader_params = None
     if isotonic:
         g = data.has_gold
         # the answer as stated: is it right, and the fused mass of what it states (each kind of frame at its
@@ -863,30 +854,14 @@ def fit_calibration(
                 wit = witness_mask(sub, sf.scale, sf.power, w)
                 answered[q] = answer_hits(sub, res.belief[q], routes[q], r, None, wit)
                 mass[q] = stated_mass(sub, res.belief[q], routes[q], r, None, wit)
-        # yes/no answers get a map of their own when there are enough of them; the others' maps then fit
-        # the open frames' answers alone (both kinds when too few open answers are left)
-        yn_g = g & data.yes_no
-        if yes_no_maps and int(yn_g.sum()) >= ROUTE_MAP_MIN_QUERIES and len(set(mass[yn_g].tolist())) >= 2:
-            iso_yn = fit_isotonic(mass[yn_g].tolist(), answered[yn_g].tolist())
-        rest = g & ~data.yes_no if iso_yn is not None else g
-        if iso_yn is not None and (int(rest.sum()) < 2 or len(set(mass[rest].tolist())) < 2):
-            rest = g
         try:
-            iso = fit_isotonic(mass[rest].tolist(), answered[rest].tolist())
+            iso = fit_isotonic(mass[g].tolist(), answered[g].tolist())
             if route_maps:
-                iso_routes = fit_route_isotonic(mass[rest], answered[rest], routes[rest])
+                iso_routes = fit_route_isotonic(mass[g], answered[g], routes[g])
         except CalibrationError as exc:
             notes.append(f"isotonic regression skipped: {exc}")
-            iso_yn = None
         if iso is not None and reader_maps:
-            mapped = calibrated_confidence(
-                mass[g],
-                _route_names(routes[g]),
-                iso,
-                iso_routes,
-                yes_no=data.yes_no[g],
-                isotonic_yes_no=iso_yn,
-            )
+            mapped = route_isotonic_map(mass[g], _route_names(routes[g]), iso, iso_routes)
             answering = routes[g] != ROUTES.index("abstain")
             reader = answer_reader(data, res.belief)[g]
             reader = torch.where(answering, reader, torch.full_like(reader, math.nan))
@@ -911,7 +886,6 @@ def fit_calibration(
         "confidence_input": "stated",
         "isotonic_routes": iso_routes,
         "reader_map": reader_params,
-        "isotonic_yes_no": iso_yn,
         "fit": {
             "nll_identity": sf.nll_identity,
             "nll_scaled": sf.nll,
@@ -949,7 +923,6 @@ _PARAM_KEYS = (
     "confidence_input",
     "isotonic_routes",
     "reader_map",
-    "isotonic_yes_no",
 )
 
 
@@ -1005,17 +978,11 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
             p["isotonic_routes"],
             p["reader_map"],
             reader,
-            held.yes_no,
-            p["isotonic_yes_no"],
         )
         correct[test] = answer_hits(held, res.belief, routes[test], *bars)
         set_ok[test] = set_hits(held, res.belief, routes[test], *bars)
         per_fold.append(
-            {
-                k: v
-                for k, v in p.items()
-                if k not in ("isotonic", "isotonic_routes", "reader_map", "isotonic_yes_no")
-            }
+            {k: v for k, v in p.items() if k not in ("isotonic", "isotonic_routes", "reader_map")}
             | {"queries": len(test)}
         )
     g = data.has_gold

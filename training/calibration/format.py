@@ -99,10 +99,7 @@ class Calibration:
     enough validation answers of their own; the others use ``isotonic``), ``reader_map`` (optional: the
     logistic correction of the mapped confidence by the answer's reader score,
     :func:`~training.calibration.apply.reader_map`, ``{coef: [a, b], intercept, clip: [lo, hi], eps}``;
-    answers without a reader score keep the isotonic value), ``isotonic_yes_no`` (optional: the map of
-    answers to yes/no frames, :func:`training.utils.metrics.is_yes_no_frame`, in place of the route maps;
-    ``isotonic`` and ``isotonic_routes`` then serve open frames — a verdict between two answers that exclude
-    each other is right at other rates than an open answer of the same mass). Provenance: ``evaluator`` (name), ``evaluator_info``
+    answers without a reader score keep the isotonic value). Provenance: ``evaluator`` (name), ``evaluator_info``
     (learned: ``checkpoint`` and its content ``fingerprint``; prompt: ``backend``, ``model``, ``contract``,
     ``fingerprint``), ``data`` (sources, split, queries), ``metrics`` (``before`` / ``after`` /
     ``after_cv``), ``search`` (objectives and grids) and ``extra`` (command, versions, plot, ...).
@@ -123,7 +120,6 @@ class Calibration:
     confidence_input: str = "top"
     isotonic_routes: dict[str, dict[str, list[float]]] | None = None
     reader_map: dict[str, Any] | None = None
-    isotonic_yes_no: dict[str, list[float]] | None = None
     evaluator_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -185,12 +181,6 @@ class Calibration:
 
         if self.reader_map is not None:
             self.reader_map = _reader_params(self.reader_map)
-        if self.isotonic_yes_no is not None:
-            if self.isotonic is None:
-                raise CalibrationError(
-                    "parameters.isotonic_yes_no needs parameters.isotonic, the map of open frames' answers"
-                )
-            self.isotonic_yes_no = _breakpoints(self.isotonic_yes_no, "parameters.isotonic_yes_no")
 
     @property
     def fingerprint(self) -> str | None:
@@ -201,16 +191,14 @@ class Calibration:
         """``e' = s · e^p`` (before Eqs 2–6)."""
         return apply_evidence_transform(evidence, self.scale, self.power)
 
-    def calibrated_confidence(self, confidence, stated_mass=None, route=None, reader_score=None, yes_no=None):
+    def calibrated_confidence(self, confidence, stated_mass=None, route=None, reader_score=None):
         """The isotonic map of the answer's confidence (float, numpy array or tensor); identity without one.
         Its input is ``confidence`` (the Eq 27 top-claim mass) or, with ``confidence_input == "stated"``,
         ``stated_mass`` (the fused mass of the stated set; required then). 0 (no claim) maps to 0. With
         ``isotonic_routes`` the answer's ``route`` (a name, or one per element of an array) picks its map;
         without a route, or for a route without its own map, the pooled ``isotonic`` applies. With a
         ``reader_map`` and the answer's ``reader_score`` (a float, or a tensor like ``confidence``; None or
-        NaN: none) the mapped value is then corrected by it; an abstention is never corrected. With
-        ``isotonic_yes_no``, the answers whose ``yes_no`` flag is set (one bool, or one per element; the
-        frame is a yes/no verdict) take that map instead of the route maps."""
+        NaN: none) the mapped value is then corrected by it; an abstention is never corrected."""
         if self.confidence_input == "stated":
             if stated_mass is None:
                 raise CalibrationError(
@@ -219,14 +207,7 @@ class Calibration:
                 )
             confidence = stated_mass
         return calibrated_confidence(
-            confidence,
-            route,
-            self.isotonic,
-            self.isotonic_routes,
-            self.reader_map,
-            reader_score,
-            yes_no,
-            self.isotonic_yes_no,
+            confidence, route, self.isotonic, self.isotonic_routes, self.reader_map, reader_score
         )
 
     def fusion_overrides(self) -> dict[str, float | None]:
@@ -271,7 +252,6 @@ class Calibration:
                 **({"confidence_input": self.confidence_input} if self.confidence_input != "top" else {}),
                 **({"isotonic_routes": self.isotonic_routes} if self.isotonic_routes is not None else {}),
                 **({"reader_map": self.reader_map} if self.reader_map is not None else {}),
-                **({"isotonic_yes_no": self.isotonic_yes_no} if self.isotonic_yes_no is not None else {}),
             },
             "data": self.data,
             "metrics": self.metrics,
@@ -316,7 +296,6 @@ class Calibration:
             confidence_input=params.get("confidence_input", "top"),  # files fitted before it map the top mass
             isotonic_routes=params.get("isotonic_routes"),  # optional: files fitted before per-route maps
             reader_map=params.get("reader_map"),  # optional: files fitted before the reader map
-            isotonic_yes_no=params.get("isotonic_yes_no"),  # optional: files fitted before the yes/no map
             evaluator_info={k: v for k, v in ev.items() if k != "name"},
             data=d.get("data", {}),
             metrics=d.get("metrics", {}),

@@ -287,11 +287,9 @@ def test_evidence_calibrator_fits_then_applies():
             "confidence_input",
             "isotonic_routes",
             "reader_map",
-            "isotonic_yes_no",
         )
     }
     assert cal.params["state_ratio_yes_no"] is None  # no yes/no query: no bar of its own
-    assert cal.params["isotonic_yes_no"] is None  # nor a map of its own
     assert cal.report == ref["fit"]
     ev = torch.tensor([[0.0, 1.0, 3.0]], dtype=torch.float64)
     assert torch.equal(
