@@ -637,12 +637,7 @@ def evaluate_parameters(
     c_fused, ok = conf[g], correct[g]
     reader = answer_reader(data, res.belief)[g] if reader_map is not None else None
     c_final = calibrated_confidence(
-        c_input[g],
-        _route_names(ids[g]),
-        isotonic,
-        isotonic_routes,
-        reader_map,
-        reader,
+        c_input[g], _route_names(ids[g]), isotonic, isotonic_routes, reader_map, reader
     )
     n_gold = int(g.sum())
     out: dict[str, Any] = {
@@ -972,12 +967,7 @@ def cross_validate(data: CalibrationData, folds: int = 5, **fit_kwargs: Any) -> 
             c = stated_mass(held, res.belief, routes[test], *bars)
         reader = answer_reader(held, res.belief) if p["reader_map"] is not None else None
         conf[test] = calibrated_confidence(
-            c,
-            _route_names(routes[test]),
-            p["isotonic"],
-            p["isotonic_routes"],
-            p["reader_map"],
-            reader,
+            c, _route_names(routes[test]), p["isotonic"], p["isotonic_routes"], p["reader_map"], reader
         )
         correct[test] = answer_hits(held, res.belief, routes[test], *bars)
         set_ok[test] = set_hits(held, res.belief, routes[test], *bars)

@@ -8,8 +8,8 @@ sentence (the negated one is "no"; unreadable where both or neither sentence is 
 
 * training rows (:func:`build_conflictqa`): the memory passages support the memory side, the counter
   passages the counter side; frame ``["yes", "no"]``; over one file or a folder of model files
-  (:func:`conflictqa_files`), a question is used once (first occurrence of its normalized text wins); rows
-  whose sides cannot be read are skipped.
+  (:func:`conflictqa_files`), a question is used once (first occurrence of its normalized text wins); a
+  question whose first row's sides cannot be read is skipped.
 * evaluation instances (:func:`conflictqa_instances`): over one or several files, deduplicated by
   normalized question (first occurrence wins); labels ``memory`` / ``counter_memory`` with the side read
   (``None`` where unreadable); gold = the ground truth, wrong = the opposite; sides ``[["yes"], ["no"]]``.
@@ -131,8 +131,9 @@ def build_conflictqa(
     """ConflictQA-StrategyQA rows → yes/no frames; memory vs counter-memory passages (see module doc).
 
     ``path`` is one file or a folder of model files (:func:`conflictqa_files`; ``files`` restricts it), read
-    in that order as ``evaluate`` reads it. A question repeated in the files is used once (first occurrence
-    of its normalized text). Rows whose yes/no sides cannot be read are skipped; ``limit`` counts questions.
+    in that order as ``evaluate`` reads it. A question repeated in the files is used once, as its first
+    occurrence (by normalized text) gives it, and skipped when that row's yes/no sides cannot be read;
+    ``limit`` counts the questions read.
     """
     rows: list[AnnotatedChunk] = []
     seen: set[str] = set()
@@ -142,10 +143,10 @@ def build_conflictqa(
             norm = normalize_text(rec["question"])
             if norm in seen:
                 continue
+            seen.add(norm)  # the first occurrence decides, readable or not, as evaluate shows the question
             sides = read_sides(rec, f"{p}:{line}")
             if not sides.readable:
                 continue
-            seen.add(norm)
             qid = question_id("conflictqa", rec["question"])
             for name, side in _passages(rec, aligned_evidence):
                 rows.append(
