@@ -133,10 +133,11 @@ def build_conflictqa(
     ``path`` is one file or a folder of model files (:func:`conflictqa_files`; ``files`` restricts it), read
     in that order as ``evaluate`` reads it. A question repeated in the files is used once, as its first
     occurrence (by normalized text) gives it, and skipped when that row's yes/no sides cannot be read;
-    ``limit`` counts the questions read.
+    ``limit`` counts the questions used.
     """
     rows: list[AnnotatedChunk] = []
     seen: set[str] = set()
+    used = 0
     candidates = list(YES_NO)
     for file in conflictqa_files(path, files):
         for p, line, rec in read_records(file, "ConflictQA", REQUIRED, None):
@@ -161,7 +162,8 @@ def build_conflictqa(
                         query_id=qid,
                     )
                 )
-            if limit is not None and len(seen) >= limit:
+            used += 1
+            if limit is not None and used >= limit:
                 return rows
     return rows
 
