@@ -674,8 +674,6 @@ class _Structure:
     conf: torch.Tensor
     correct: torch.Tensor
     routes: torch.Tensor
-    open_q: torch.Tensor
-    yn_q: torch.Tensor
     ratio: float
     set_acc: float
     witness: float | str | None
@@ -688,35 +686,20 @@ class _Structure:
 def _fit_structure(
     data: CalibrationData,
     sf: ScaleFit,
+    thresholds: dict[str, Any],
     *,
-    rule: str,
-    policy: str,
-    prior: tuple[float, float, float],
-    lams: Sequence[float],
-    taus: Sequence[float],
-    data_thresholds: bool,
     state_prior: float,
     ratios: Sequence[float],
     fixed_state_ratio: float | None,
     witness_ratios: Sequence[float] | None,
 ) -> _Structure:
-    """λ, τ1, τ2 (:func:`fit_thresholds`), the stated-set bars (:func:`fit_state_ratio`) and the witness bar
-    (:func:`fit_witness_ratio`) on the evidence transformed by ``sf``, and the share of gold queries whose
-    routed answer states exactly their gold set at those bars (:func:`set_hits`), each source weighted
-    equally."""
-    tf = fit_thresholds(
-        data,
-        scale=sf.scale,
-        power=sf.power,
-        rule=rule,
-        policy=policy,
-        prior=prior,
-        lams=lams,
-        taus=taus,
-        data_thresholds=data_thresholds,
-    )
-    res, conf, correct = fused_outputs(data, sf.scale, sf.power, tf.lam, rule)
-    routes = _route_ids(policy, res.uncertainty, tf.tau1, tf.tau2, res)
+    """λ, τ1, τ2 (:func:`fit_thresholds` with the settings ``thresholds``), the stated-set bars
+    (:func:`fit_state_ratio`) and the witness bar (:func:`fit_witness_ratio`) on the evidence transformed by
+    ``sf``, and the share of gold queries whose routed answer states exactly their gold set at those bars
+    (:func:`set_hits`), each source weighted equally."""
+    tf = fit_thresholds(data, scale=sf.scale, power=sf.power, **thresholds)
+    res, conf, correct = fused_outputs(data, sf.scale, sf.power, tf.lam, thresholds["rule"])
+    routes = _route_ids(thresholds["policy"], res.uncertainty, tf.tau1, tf.tau2, res)
     # one bar for open frames, one for yes/no frames (answers that exclude each other), each on its queries;
     # the yes/no bar on the questions with one right answer: a yes/no conflict whose gold is both answers
     # (e.g. a WikiContradict question given its two sides) would pull it to stating "yes" and "no" everywhere
@@ -746,7 +729,7 @@ def _fit_structure(
     else:  # every yes/no question is a conflict: nothing to fit the bar on, the prior stays
         ratio_yn, set_acc_yn = float(state_prior), 0.0
     wit = witness_mask(data, sf.scale, sf.power, witness)
-    hits = set_hits(data, res.belief, routes, ratio, ratio_yn, None if witness is None else wit)
+    hits = set_hits(data, res.belief, routes, ratio, ratio_yn, wit)
     macro = round(float((hits.double() * _source_weights(data)).sum()), 12)
     return _Structure(
         sf,
@@ -755,8 +738,6 @@ def _fit_structure(
         conf,
         correct,
         routes,
-        open_q,
-        yn_q,
         ratio,
         set_acc,
         witness,
@@ -808,21 +789,18 @@ def fit_calibration(
     steps that were skipped.
     """
     notes: list[str] = []
-    structure = dict(
-        rule=rule,
-        policy=policy,
-        prior=prior,
-        lams=lams,
-        taus=taus,
-        data_thresholds=data_thresholds,
-        state_prior=state_prior,
-        ratios=ratios,
-        fixed_state_ratio=fixed_state_ratio,
-        witness_ratios=witness_ratios,
+    thresholds = dict(
+        rule=rule, policy=policy, prior=prior, lams=lams, taus=taus, data_thresholds=data_thresholds
     )
     fits = [
         _fit_structure(
-            data, fit_evidence_scale(data, lam=prior[0], rule=rule, scales=scales, powers=(p,)), **structure
+            data,
+            fit_evidence_scale(data, lam=prior[0], rule=rule, scales=scales, powers=(p,)),
+            thresholds,
+            state_prior=state_prior,
+            ratios=ratios,
+            fixed_state_ratio=fixed_state_ratio,
+            witness_ratios=witness_ratios,
         )
         for p in sorted({float(p) for p in (powers if fit_power else (1.0,))})
     ]
@@ -834,7 +812,7 @@ def fit_calibration(
     sf, tf, res, conf, correct, routes = st.scale, st.thresholds, st.res, st.conf, st.correct, st.routes
     if not sf.fitted:
         notes.append("no query has a gold reference: evidence scale left at 1 (identity)")
-    open_q, yn_q = st.open_q, st.yn_q
+    open_q, yn_q = torch.nonzero(~data.yes_no).flatten(), torch.nonzero(data.yes_no).flatten()
     ratio, set_acc, witness, set_acc_witness = st.ratio, st.set_acc, st.witness, st.set_acc_witness
     ratio_yn, set_acc_yn = st.ratio_yn, st.set_acc_yn
     iso = iso_routes = reader_params = None

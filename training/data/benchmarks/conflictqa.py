@@ -21,7 +21,7 @@ answers by construction).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,6 +121,18 @@ def conflictqa_files(path: str | Path, files: str | list[str] | None = None) -> 
     return found
 
 
+def _first_rows(files: Iterable[str | Path]) -> Iterator[tuple[Path, int, dict]]:
+    """``(file, line, row)`` of the first row of each question over ``files`` in order (by normalized
+    question text), readable sides or not: the row both the training builder and ``evaluate`` read."""
+    seen: set[str] = set()
+    for file in files:
+        for p, line, rec in read_records(file, "ConflictQA", REQUIRED, None):
+            norm = normalize_text(rec["question"])
+            if norm not in seen:
+                seen.add(norm)
+                yield p, line, rec
+
+
 def build_conflictqa(
     path: str | Path,
     *,
@@ -136,35 +148,29 @@ def build_conflictqa(
     ``limit`` counts the questions used.
     """
     rows: list[AnnotatedChunk] = []
-    seen: set[str] = set()
     used = 0
     candidates = list(YES_NO)
-    for file in conflictqa_files(path, files):
-        for p, line, rec in read_records(file, "ConflictQA", REQUIRED, None):
-            norm = normalize_text(rec["question"])
-            if norm in seen:
-                continue
-            seen.add(norm)  # the first occurrence decides, readable or not, as evaluate shows the question
-            sides = read_sides(rec, f"{p}:{line}")
-            if not sides.readable:
-                continue
-            qid = question_id("conflictqa", rec["question"])
-            for name, side in _passages(rec, aligned_evidence):
-                rows.append(
-                    AnnotatedChunk(
-                        query=rec["question"],
-                        chunk=rec[name],
-                        candidates=candidates,
-                        label=candidates.index(getattr(sides, side)),
-                        gold=[candidates.index(sides.gold)],
-                        source_dataset="conflictqa",
-                        doc_type=side,
-                        query_id=qid,
-                    )
+    for p, line, rec in _first_rows(conflictqa_files(path, files)):
+        sides = read_sides(rec, f"{p}:{line}")
+        if not sides.readable:
+            continue
+        qid = question_id("conflictqa", rec["question"])
+        for name, side in _passages(rec, aligned_evidence):
+            rows.append(
+                AnnotatedChunk(
+                    query=rec["question"],
+                    chunk=rec[name],
+                    candidates=candidates,
+                    label=candidates.index(getattr(sides, side)),
+                    gold=[candidates.index(sides.gold)],
+                    source_dataset="conflictqa",
+                    doc_type=side,
+                    query_id=qid,
                 )
-            used += 1
-            if limit is not None and used >= limit:
-                return rows
+            )
+        used += 1
+        if limit is not None and used >= limit:
+            return rows
     return rows
 
 
@@ -179,39 +185,33 @@ def conflictqa_instances(
     ``meta["source"]``."""
     label = {"memory": "memory", "counter": "counter_memory"}
     out: list[EvalInstance] = []
-    seen: set[str] = set()
-    for file in files:
-        for _p, line, rec in read_records(file, "ConflictQA", REQUIRED, None):
-            norm = normalize_text(rec["question"])
-            if norm in seen:
-                continue
-            sides = read_sides(rec, f"{file}:{line}")
-            seen.add(norm)
-            key = question_id("conflictqa", rec["question"])  # the training builder's query key
-            items = _passages(rec, aligned_evidence)
-            out.append(
-                EvalInstance(
-                    id=key,
-                    dataset="conflictqa",
-                    question=rec["question"],
-                    passages=make_passages(key, [(rec[name], name) for name, _ in items]),
-                    passage_labels=[passage_label(label[side], getattr(sides, side)) for _, side in items],
-                    gold_answers=[sides.gold],
-                    wrong_answers=[YES_NO[1 - YES_NO.index(sides.gold)]],
-                    expected_behaviour="conflict",
-                    conflict_sides=[[a] for a in YES_NO],
-                    split=split_of(key),
-                    meta={
-                        "source": str(file) if source is None else source,
-                        "line": line,
-                        "split_key": key,
-                        "memory_answer": rec["memory_answer"],
-                        "counter_answer": rec["counter_answer"],
-                        "sides_read": sides.readable,
-                        "popularity": rec.get("popularity"),
-                    },
-                )
+    for file, line, rec in _first_rows(files):
+        sides = read_sides(rec, f"{file}:{line}")
+        key = question_id("conflictqa", rec["question"])  # the training builder's query key
+        items = _passages(rec, aligned_evidence)
+        out.append(
+            EvalInstance(
+                id=key,
+                dataset="conflictqa",
+                question=rec["question"],
+                passages=make_passages(key, [(rec[name], name) for name, _ in items]),
+                passage_labels=[passage_label(label[side], getattr(sides, side)) for _, side in items],
+                gold_answers=[sides.gold],
+                wrong_answers=[YES_NO[1 - YES_NO.index(sides.gold)]],
+                expected_behaviour="conflict",
+                conflict_sides=[[a] for a in YES_NO],
+                split=split_of(key),
+                meta={
+                    "source": str(file) if source is None else source,
+                    "line": line,
+                    "split_key": key,
+                    "memory_answer": rec["memory_answer"],
+                    "counter_answer": rec["counter_answer"],
+                    "sides_read": sides.readable,
+                    "popularity": rec.get("popularity"),
+                },
             )
-            if limit is not None and len(out) >= limit:
-                return out
+        )
+        if limit is not None and len(out) >= limit:
+            return out
     return out
