@@ -81,6 +81,8 @@ __all__ = [
     "prepare_examples",
     "score_outcomes",
     "span_hits",
+    "span_rows",
+    "span_stated",
     "span_target_masks",
     "span_targets",
     "training_device",
@@ -306,24 +308,35 @@ def span_target_masks(
     return starts, ends, use
 
 
-def span_hits(model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[bool]:
-    """Claim-extraction fidelity's rows of some queries: for every human-labelled chunk of an open (not
-    yes/no) question whose label is a claim, whether the span head's repaired best span (null margin 0)
-    matches it (:func:`training.utils.metrics.span_matches`), in one batched span pass. Empty without a
-    span head."""
-    if not model.config.span_head:
-        return []
-    rows = [
+def span_rows(exs: list[QueryExample]) -> list[tuple[str, str, str]]:
+    """Claim-extraction fidelity's rows of some queries, ``(query, chunk, labelled claim)``: every
+    human-labelled chunk of an open (not yes/no) question whose label is a claim."""
+    return [
         (ex.query, ex.chunks[i], ex.claims[ex.labels[i]])
         for ex in exs
         if not is_yes_no_question(ex.query)
         for i in range(len(ex.chunks))
         if ex.is_labelled(i) and ex.labels[i] is not None
     ]
-    if not rows:
+
+
+def span_hits(model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[bool]:
+    """Per row of :func:`span_rows`: whether the span head's repaired best span (null margin 0) matches the
+    labelled claim (:func:`training.utils.metrics.span_matches`), in one batched span pass. Empty without a
+    span head."""
+    rows = span_rows(exs)
+    if not model.config.span_head or not rows:
         return []
     got = model.extract_spans([q for q, _, _ in rows], [c for _, c, _ in rows])
     return [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
+
+
+def span_stated(exs: list[QueryExample]) -> list[bool]:
+    """Per row of :func:`span_rows`: whether the chunk states its labelled claim at all (the claim is in the
+    chunk's text on word boundaries, :func:`training.utils.metrics.span_matches`). A MuSiQue first-hop
+    paragraph is labelled with the second hop's answer, which it never names: no reader of that chunk alone
+    can extract it, so fidelity is also reported over the rows whose chunk states the label."""
+    return [span_matches(chunk, label) for _, chunk, label in span_rows(exs)]
 
 
 #: The loss terms whose batch mean is a mean over rows (their counts normalise a split batch; see ``losses``).
@@ -589,7 +602,8 @@ class EvidentialTrainer:
     ) -> dict[str, Any]:
         """Validation metrics: loss terms, claim accuracy, mean evidence by document type, ECE, route
         accuracy, RAMDocs strict exact match and claim-extraction fidelity (`span_fidelity` over `span_rows`
-        labelled chunks; see :func:`span_hits`).
+        labelled chunks, :func:`span_hits`; `span_fidelity_stated` over the `span_rows_stated` of them whose
+        chunk states its label, :func:`span_stated`).
 
         The batches are those of a single process; with several processes each evaluates every
         ``world``-th batch and the results are gathered in batch order, so all processes compute the
@@ -628,6 +642,12 @@ class EvidentialTrainer:
         )
         if hits:
             metrics.update(span_fidelity=sum(hits) / len(hits), span_rows=len(hits))
+            stated = span_stated(exs)
+            if any(stated):
+                metrics.update(
+                    span_fidelity_stated=sum(h for h, s in zip(hits, stated) if s) / sum(stated),
+                    span_rows_stated=sum(stated),
+                )
         return metrics
 
     # ---- optimisation ------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from training.trainer.trainer import (
     EvidentialTrainer,
     QueryExample,
     expected_route,
+    span_rows,
+    span_stated,
     span_target_masks,
     span_targets,
 )
@@ -77,6 +79,31 @@ def test_training_writes_metrics_and_a_loadable_checkpoint(trained):
     assert result["span_rows"] == len(rows) > 0
     hits = [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
     assert result["span_fidelity"] == pytest.approx(sum(hits) / len(rows))
+    # the same over the chunks that state their label (RAMDocs documents almost always do)
+    stated = [span_matches(chunk, label) for _, chunk, label in rows]
+    assert span_stated(val) == stated and result["span_rows_stated"] == sum(stated) > 0
+    on = [h for h, s in zip(hits, stated) if s]
+    assert result["span_fidelity_stated"] == pytest.approx(sum(on) / len(on))
+
+
+def test_span_stated_marks_the_chunks_that_name_their_label():
+    """A MuSiQue-style first-hop paragraph is labelled with an answer it never names."""
+    ex = QueryExample(
+        key="musique:q1",
+        query="Who founded the company that makes the Xbox?",
+        chunks=[
+            "The Xbox is a video game console made by Microsoft.",
+            "Microsoft was founded by Bill Gates and Paul Allen in 1975.",
+            "Gatesville is a city in Texas.",
+        ],
+        claims=["Bill Gates"],
+        labels=[0, 0, None],
+        gold=[0],
+        doc_types=["supporting", "supporting", "distractor"],
+        source="musique",
+    )
+    assert span_rows([ex]) == [(ex.query, ex.chunks[0], "Bill Gates"), (ex.query, ex.chunks[1], "Bill Gates")]
+    assert span_stated([ex]) == [False, True]
 
 
 def test_adapter_loads_with_peft(trained, tiny_encoder):
