@@ -71,7 +71,7 @@ from training.utils.metrics import (
     stated_claims,
     strict_exact_match,
 )
-from training.utils.text import near_copies
+from training.utils.text import near_copies, normalize_text
 
 __all__ = [
     "EvidentialTrainer",
@@ -332,11 +332,15 @@ def span_hits(model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[
 
 
 def span_stated(exs: list[QueryExample]) -> list[bool]:
-    """Per row of :func:`span_rows`: whether the chunk states its labelled claim at all (the claim is in the
-    chunk's text on word boundaries, :func:`training.utils.metrics.span_matches`). A MuSiQue first-hop
-    paragraph is labelled with the second hop's answer, which it never names: no reader of that chunk alone
-    can extract it, so fidelity is also reported over the rows whose chunk states the label."""
-    return [span_matches(chunk, label) for _, chunk, label in span_rows(exs)]
+    """Per row of :func:`span_rows`: whether the chunk states its labelled claim at all (the SQuAD-normalised
+    claim is in the normalised chunk on word boundaries, as :func:`training.utils.metrics.span_matches`
+    compares). A MuSiQue first-hop paragraph is labelled with the second hop's answer, which it never names:
+    no reader of that chunk alone can extract it, so fidelity is also reported over the rows whose chunk
+    states the label."""
+    return [
+        bool(n := normalize_text(label)) and f" {n} " in f" {normalize_text(chunk)} "
+        for _, chunk, label in span_rows(exs)
+    ]
 
 
 #: The loss terms whose batch mean is a mean over rows (their counts normalise a split batch; see ``losses``).

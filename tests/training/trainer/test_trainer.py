@@ -25,6 +25,7 @@ from training.trainer.trainer import (
     span_targets,
 )
 from training.utils.metrics import span_matches
+from training.utils.text import normalize_text
 
 from .conftest import kill_mid_epoch, tiny_config
 
@@ -80,7 +81,7 @@ def test_training_writes_metrics_and_a_loadable_checkpoint(trained):
     hits = [span_matches(p.text, label) for p, (_, _, label) in zip(got, rows)]
     assert result["span_fidelity"] == pytest.approx(sum(hits) / len(rows))
     # the same over the chunks that state their label (RAMDocs documents almost always do)
-    stated = [span_matches(chunk, label) for _, chunk, label in rows]
+    stated = [f" {normalize_text(label)} " in f" {normalize_text(chunk)} " for _, chunk, label in rows]
     assert span_stated(val) == stated and result["span_rows_stated"] == sum(stated) > 0
     on = [h for h, s in zip(hits, stated) if s]
     assert result["span_fidelity_stated"] == pytest.approx(sum(on) / len(on))
@@ -104,6 +105,18 @@ def test_span_stated_marks_the_chunks_that_name_their_label():
     )
     assert span_rows([ex]) == [(ex.query, ex.chunks[0], "Bill Gates"), (ex.query, ex.chunks[1], "Bill Gates")]
     assert span_stated([ex]) == [False, True]
+    # the label must be in the chunk, not the other way round: a short cell inside a longer label is no statement
+    cell = QueryExample(
+        key="ramdocs:q2",
+        query="Where is Mahkota located?",
+        chunks=["Malaysia"],
+        claims=["Kuantan, Pahang, Malaysia"],
+        labels=[0],
+        gold=[0],
+        doc_types=["correct"],
+        source="ramdocs",
+    )
+    assert span_stated([cell]) == [False]
 
 
 def test_adapter_loads_with_peft(trained, tiny_encoder):
