@@ -131,7 +131,14 @@ def test_span_fidelity_benchmark_measures_checkpoints_on_the_same_rows(
     first, again = got["checkpoints"]  # the same checkpoint twice: the same rows, the same fidelity
     assert got["validation_queries"] > 0 and first["rows"] == again["rows"] > 0
     assert 0.0 <= first["span_fidelity"] == again["span_fidelity"] <= 1.0
-    assert res.stdout.count(ckpt) == 2 and "span fidelity" in res.stdout
+    # one line per checkpoint and source (all, then each source: here RAMDocs only)
+    assert res.stdout.count(f"| {ckpt} | all |") == 2 and res.stdout.count(f"| {ckpt} | ramdocs |") == 2
+    assert "span fidelity" in res.stdout and "fidelity on them" in res.stdout
+    assert set(first["by_source"]) == {"all", "ramdocs"} and first["by_source"] == again["by_source"]
+    assert first["by_source"]["all"]["rows"] == first["rows"] == first["by_source"]["ramdocs"]["rows"]
+    # RAMDocs documents nearly always state their labelled answer, so some rows count as stated
+    assert 0 < first["rows_stated"] <= first["rows"]
+    assert 0.0 <= first["span_fidelity_stated"] <= 1.0
     bad_out = tmp_path / "bad.json"
     bad = _bench(
         "span_fidelity.py",
