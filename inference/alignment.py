@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: The rules that can merge two surface forms, as recorded in :attr:`Merge.rule`.
-MERGE_RULES = ("exact", "normalized", "date", "number", "boolean", "alias", "similarity", "subspan")
+MERGE_RULES = ("exact", "normalized", "date", "number", "boolean", "alias", "similarity", "subspan", "unit")
 
 SimilarityFn = Callable[[list[str]], "torch.Tensor | list[list[float]]"]
 
@@ -467,6 +467,10 @@ class ClaimAligner:
             form of one answer, not a second answer. Not when two longer claims contain it ("Paris" with
             "Paris, Texas" and "Paris, France" stays apart), across numbers, months, negation or
             qualifiers (the similarity guards), or between two inventory claims.
+        merge_units: Merge a number claim without a unit into the one claim of the frame with the same value
+            and a unit ("11,012" into "11,012 people"): the same quantity with its unit left out. Not when
+            claims carry that value with two different units ("5 km" and "5 miles": the bare "5" could be
+            either), and never between two inventory claims.
 
     Raises:
         AlignmentError: A negative/non-finite tolerance, a threshold outside ``[-1, 1]`` or an empty alias.
@@ -480,6 +484,7 @@ class ClaimAligner:
         similarity_threshold: float = 0.92,
         aliases: dict[str, str] | None = None,
         merge_subspans: bool = False,
+        merge_units: bool = False,
     ) -> None:
         if not (isinstance(number_tolerance, (int, float)) and math.isfinite(number_tolerance)) or (
             number_tolerance < 0
@@ -499,6 +504,7 @@ class ClaimAligner:
                 raise AlignmentError(f"alias {alias!r} -> {target!r}: both sides must contain text")
             self.aliases[k] = target
         self.merge_subspans = bool(merge_subspans)
+        self.merge_units = bool(merge_units)
         self._cache: dict[str, _Parsed] = {}
 
     # ---------------------------------------------------------------------------------------------- keys
@@ -620,9 +626,33 @@ class ClaimAligner:
                 c.claim.forms.append(text)
                 c.form_parses.append(p)
             index.append(j)
+        if self.merge_units:
+            claims, index = self._merge_units(claims, index, len(inventory), merges)
         if self.merge_subspans:
             claims, index = self._merge_subspans(claims, index, len(inventory), merges)
         return Alignment([c.claim for c in claims], index, merges)
+
+    @staticmethod
+    def _merge_units(
+        claims: list[_Claim], index: list[int | None], n_inventory: int, merges: list[Merge]
+    ) -> tuple[list[_Claim], list[int | None]]:
+        """Merge each number claim without a unit into the one claim with the same value and a unit (see
+        ``merge_units``); a value that two units carry keeps its bare claim apart. An inventory claim keeps
+        its place: a bare inventory number takes in the claim with the unit instead."""
+        with_unit: dict[Decimal, list[int]] = {}
+        for i, c in enumerate(claims):
+            if c.parsed.kind == "num" and c.parsed.unit:
+                with_unit.setdefault(c.parsed.value, []).append(i)
+        target: dict[int, int] = {}
+        for j, c in enumerate(claims):
+            hosts = with_unit.get(c.parsed.value, []) if c.parsed.kind == "num" and not c.parsed.unit else []
+            if len(hosts) != 1:
+                continue
+            if j >= n_inventory:
+                target[j] = hosts[0]
+            elif hosts[0] >= n_inventory:
+                target[hosts[0]] = j
+        return ClaimAligner._fold(claims, index, target, merges, "unit")
 
     @staticmethod
     def _merge_subspans(
@@ -657,6 +687,19 @@ class ClaimAligner:
             ]
             if len(hosts) == 1:
                 target[j] = hosts[0]
+        return ClaimAligner._fold(claims, index, target, merges, "subspan")
+
+    @staticmethod
+    def _fold(
+        claims: list[_Claim],
+        index: list[int | None],
+        target: dict[int, int],
+        merges: list[Merge],
+        rule: str,
+    ) -> tuple[list[_Claim], list[int | None]]:
+        """Fold claim ``j`` into claim ``target[j]`` (following chains) for every ``j`` of ``target``: its
+        forms join the host's, a :class:`Merge` with ``rule`` is recorded, and the texts' claim indices are
+        renumbered over the claims that remain."""
         if not target:
             return claims, index
 
@@ -667,7 +710,7 @@ class ClaimAligner:
 
         for j, _ in sorted(target.items()):
             host = claims[root(j)]
-            merges.append(Merge(claims[j].claim.text, host.claim.text, "subspan"))
+            merges.append(Merge(claims[j].claim.text, host.claim.text, rule))
             for f, fp in zip(claims[j].claim.forms, claims[j].form_parses):
                 if f not in host.claim.forms:
                     host.claim.forms.append(f)

@@ -42,6 +42,7 @@ def make_aligner(cfg) -> ClaimAligner:
         similarity_threshold=cfg.similarity_threshold,
         aliases=dict(cfg.aliases),
         merge_subspans=cfg.merge_subspans,
+        merge_units=cfg.merge_units,
     )
 
 

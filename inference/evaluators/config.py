@@ -159,6 +159,12 @@ class ClaimAlignmentFields:
             "help": "Merge a claim that is a contiguous part of exactly one longer claim into it ('Obama' into 'Barack Obama'); never across numbers, months, negation or qualifiers."
         },
     )
+    merge_units: bool = field(
+        default=True,
+        metadata={
+            "help": "Merge a number without a unit into the one claim with the same value and a unit ('11,012' into '11,012 people'); not when two units carry that value ('5 km', '5 miles')."
+        },
+    )
     grounding: str = field(
         default="lenient",
         metadata={

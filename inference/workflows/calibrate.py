@@ -884,7 +884,9 @@ def calibrate(
         progress=progress,
         frames=frames,
         aligner=ClaimAligner(
-            aliases=dict(run_config.evaluator.aliases), merge_subspans=run_config.evaluator.merge_subspans
+            aliases=dict(run_config.evaluator.aliases),
+            merge_subspans=run_config.evaluator.merge_subspans,
+            merge_units=run_config.evaluator.merge_units,
         ),
     )
     data_info["frames"] = frames

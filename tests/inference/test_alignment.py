@@ -625,6 +625,45 @@ def test_subspan_merges_short_forms_of_one_answer_only():
     assert len(ClaimAligner().align(["Obama", "Barack Obama"]).claims) == 2
 
 
+def test_unit_merge_joins_a_bare_number_to_its_one_unit():
+    al = ClaimAligner(merge_units=True)
+    # RAMDocs "What is the population of Croydon Park?": two chunks state one count, one with its unit
+    got = al.align(["11,012", "10,929", "11,012 people", None])
+    assert [c.text for c in got.claims] == ["10,929", "11,012 people"]
+    assert got.index == [1, 0, 1, None] and got.claims[1].forms == ["11,012 people", "11,012"]
+    assert [(m.a, m.b, m.rule) for m in got.merges] == [("11,012", "11,012 people", "unit")]
+    # two units carry the value: the bare number could be either, so nothing merges
+    assert len(al.align(["5", "5 km", "5 miles"]).claims) == 3
+    # different values, or a unit on both sides that differs, never merge
+    assert len(al.align(["11,012", "11,013 people"]).claims) == 2
+    assert len(al.align(["5 km", "5 miles"]).claims) == 2
+    # a bare inventory number keeps its place and takes in the text with the unit
+    inv = al.align(["2,764 people"], inventory=["837", "2,764"])
+    assert [c.text for c in inv.claims] == ["837", "2,764"] and inv.index == [1]
+    assert inv.claims[1].forms == ["2,764", "2,764 people"]
+    # two inventory claims stay apart (the user listed both)
+    assert len(al.align([], inventory=["2,764", "2,764 people"]).claims) == 2
+    # off by default (the pure aligner is conservative)
+    assert len(ClaimAligner().align(["11,012", "11,012 people"]).claims) == 2
+
+
+@given(
+    value=st.integers(min_value=0, max_value=10**7),
+    units=st.lists(st.sampled_from(["people", "km", "inhabitants", "cc"]), min_size=0, max_size=3),
+    bare_first=st.booleans(),
+)
+def test_unit_merge_property(value, units, bare_first):
+    """A bare number joins a claim with its value exactly when one unit carries that value; every text keeps a
+    claim and the claims' forms partition the texts."""
+    texts = [f"{value:,} {u}" for u in units]
+    texts = [f"{value:,}", *texts] if bare_first else [*texts, f"{value:,}"]
+    got = ClaimAligner(merge_units=True).align(texts)
+    distinct = len(set(units))
+    assert len(got.claims) == (distinct if distinct == 1 else distinct + 1)
+    assert sorted(f for c in got.claims for f in c.forms) == sorted(set(texts))
+    assert all(texts[n] in got.claims[i].forms for n, i in enumerate(got.index))
+
+
 def test_new_york_forms_and_user_aliases():
     al = ClaimAligner()
     assert al.canonical("New York, NY") == al.canonical("NYC") == al.canonical("New York City")
@@ -640,5 +679,7 @@ def test_evaluator_config_aliases_reach_the_aligner(make_cfg):
     cfg = make_cfg('evaluator.aliases={"Big Apple": "New York City"}', "evaluator.merge_subspans=false")
     al = make_aligner(cfg.evaluator)
     assert al.canonical("Big Apple") == al.canonical("NYC") and al.merge_subspans is False
+    assert al.merge_units is True  # on by default in the pipeline
+    assert make_aligner(make_cfg("evaluator.merge_units=false").evaluator).merge_units is False
     with pytest.raises(Exception, match="evaluator.aliases must be a mapping"):
         make_cfg("evaluator.aliases=[1, 2]")

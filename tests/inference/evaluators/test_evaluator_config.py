@@ -32,6 +32,7 @@ KEYS = [
     "similarity_threshold",
     "number_tolerance",
     "merge_subspans",
+    "merge_units",
     "grounding",
     "aliases",
     "checkpoint",
@@ -80,6 +81,7 @@ def test_groups_say_which_evaluator_reads_which_field():
         "similarity_threshold",
         "number_tolerance",
         "merge_subspans",
+        "merge_units",
         "grounding",
         "aliases",
     ]
@@ -96,6 +98,7 @@ def test_groups_say_which_evaluator_reads_which_field():
         "similarity_threshold",
         "number_tolerance",
         "merge_subspans",
+        "merge_units",
         "grounding",
         "aliases",
     )
