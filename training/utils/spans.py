@@ -23,7 +23,10 @@ without its month ("12, 1666" of "October 12, 1666"), a trailing comma or an unc
    Timberlake" lists two artists.
 5. **Numbers**: a number cut inside its thousands groups or its decimals grows over them ("147" of
    "40,147", "219" of "219,126", "104" of "104.1"); groups are exactly three digits after a comma with no
-   space, so "12, 1666" and "4,411, and" do not join.
+   space, so "12, 1666" and "4,411, and" do not join. A count right before the people it counts takes the
+   word ("2,764" of "2,764 people", also "inhabitants", "residents", "persons"): the whole answer to a
+   population question, which the claim aligner joins with the bare count of other chunks
+   (``merge_units``).
 6. **Sports** (only when the question asks for a sport, :func:`asks_for_sport`): a player's title names the
    sport, not the sport itself. "tennis player" (or "players") keeps "tennis"; an agent noun such as
    "footballer", "cricketer", "skier" or "cyclist" moves to the chunk's nearest whole word that is its
@@ -58,6 +61,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "COUNTED_PEOPLE",
     "MAX_NAME_WORDS",
     "MAX_PLACE_PARTS",
     "MAX_PLACE_WORDS",
@@ -179,6 +183,10 @@ def _names(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
+#: The people a population count counts, right after the number (rule 5).
+COUNTED_PEOPLE = re.compile(r" (?:people|inhabitants|residents|persons)\b", re.IGNORECASE)
+
+
 def _numbers(text: str, a: int, b: int) -> tuple[int, int]:
     """Grow a number over the thousands groups and decimals it was cut from (rule 5)."""
     span = text[a:b]
@@ -194,6 +202,10 @@ def _numbers(text: str, a: int, b: int) -> tuple[int, int]:
         m = re.match(r"\.\d+(?![\d.]\d)", text[b : b + 12])
         if m:
             b += len(m.group(0))
+    if re.fullmatch(r"\d[\d,.]*", text[a:b]):  # "2,764" of "2,764 people"
+        m = COUNTED_PEOPLE.match(text, b)
+        if m:
+            b = m.end()
     return a, b
 
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from training.utils.spans import (
+    COUNTED_PEOPLE,
     MAX_NAME_WORDS,
     MAX_PLACE_PARTS,
     MAX_PLACE_WORDS,
@@ -182,7 +183,12 @@ def test_numbers_articles_lines_and_possessives():
     text = "Population ( 2011 ) • Total 40,147 Demonym Wadikar"
     assert _repair(text, "147") == "40,147" and _repair(text, "40") == "40,147"
     assert _repair("had a population of 219,126. Males", "219") == "219,126"
-    assert _repair("a total of 1,234,567 people", "234") == "1,234,567"
+    assert _repair("a total of 1,234,567 people", "234") == "1,234,567 people"  # and takes what it counts
+    assert _repair("The population was 2,764 people at the 2010 census.", "2,764") == "2,764 people"
+    assert _repair("It had 1,948 inhabitants (2004).", "1,948") == "1,948 inhabitants"
+    assert _repair("It had 40,147 residents", "147") == "40,147 residents"
+    assert _repair("some 5 km away", "5") == "5"  # a unit is not a count of people
+    assert _repair("2,764 peoples", "2,764") == "2,764"  # whole words only
     assert _repair("KSGF-FM (104.1 FM) is a radio station", "104") == "104.1"
     assert _repair("It was founded on October 12, 1666 by", "1666") == "1666"  # a comma and a space: a date
     assert _repair("Pilzno had 4,411, and the gmina 12,878", "4,411") == "4,411"
@@ -212,9 +218,11 @@ def test_real_ramdocs_numbers_cut_inside_their_groups_grow_back(shared_data):
             if re.match(r"[\d,.]\d", text[a + len(ans) : a + len(ans) + 2]) or text[a - 1 : a].isdigit():
                 continue
             head, tail = ans.split(",")[0], ans.split(",")[-1]
-            assert text[slice(*repair_span(text, a, a + len(head)))] == ans
+            # the whole number, and the people it counts when they follow ("40,147 people")
+            whole = ans + (m.group(0) if (m := COUNTED_PEOPLE.match(text, a + len(ans))) else "")
+            assert text[slice(*repair_span(text, a, a + len(head)))] == whole
             end = a + len(ans)
-            assert text[slice(*repair_span(text, end - len(tail), end))] == ans
+            assert text[slice(*repair_span(text, end - len(tail), end))] == whole
             checked += 1
     assert checked >= 10
 
