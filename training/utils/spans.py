@@ -48,7 +48,7 @@ Pure string logic (stdlib only).
 'Aguadilla'
 >>> text = "Wadi had 40,147 people (2011), listed in The Killers' notes."
 >>> s = text.index("147"); text[slice(*repair_span(text, s, s + 3))]
-'40,147'
+'40,147 people'
 >>> s = text.index("The K"); text[slice(*repair_span(text, s, s + 3))]
 'The Killers'
 >>> text = "The bridge stands in Chester Springs, Pennsylvania, over Pine Creek."
