@@ -188,7 +188,8 @@ COUNTED_PEOPLE = re.compile(r" (?:people|inhabitants|residents|persons)\b", re.I
 
 
 def _numbers(text: str, a: int, b: int) -> tuple[int, int]:
-    """Grow a number over the thousands groups and decimals it was cut from (rule 5)."""
+    """Grow a number over the thousands groups and decimals it was cut from, then over the people it counts
+    right after it (rule 5)."""
     span = text[a:b]
     if re.match(r"\d{3}(?!\d)", span):  # "147" of "40,147": the groups before it
         m = re.search(r"(?<![\d,.])\d{1,3}(?:,\d{3})*,$", text[max(0, a - 24) : a])
