@@ -47,6 +47,7 @@ __all__ = [
     "RetrievedChunk",
     "answer_record",
     "build_answer_record",
+    "calibrated_record_confidence",
     "record_evidence",
     "record_copies",
     "refuse_record",
@@ -529,11 +530,18 @@ def refuse_record(
     out.retrieval, out.k, out.evaluator_passes = rec.retrieval, rec.k, rec.evaluator_passes
     out.logical_decisions, out.batched_passes = len(rec.chunks), rec.evaluator_passes or 0
     if calibration is not None:
-        out.calibrated_confidence = rounded(
-            calibration.calibrated_confidence(out.confidence, out.stated_mass, out.route, out.reader_score)
-        )
+        out.calibrated_confidence = calibrated_record_confidence(calibration, out)
         out.calibration = rec.calibration
     return out
+
+
+def calibrated_record_confidence(calibration: Any, rec: AnswerRecord) -> float:
+    """The record's calibrated confidence, rounded: ``calibration``'s maps
+    (:meth:`training.calibration.Calibration.calibrated_confidence`) of its confidence or stated mass, by its
+    route and its reader score."""
+    return rounded(
+        calibration.calibrated_confidence(rec.confidence, rec.stated_mass, rec.route, rec.reader_score)
+    )
 
 
 def _evaluation_result(rec: AnswerRecord, evidence: torch.Tensor) -> EvaluationResult:

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from evidential import FusionConfig
 from evidential.errors import ConfigError
-from inference.answer import AnswerRecord, RetrievalInfo, RetrievedChunk, build_answer_record
+from inference.answer import (
+    AnswerRecord,
+    RetrievalInfo,
+    RetrievedChunk,
+    build_answer_record,
+    calibrated_record_confidence,
+)
 from inference.calibration import calibration_record, resolve_calibration
 from inference.evaluators import build_evaluator
 from inference.evaluators.base import EvaluationResult
@@ -279,9 +285,7 @@ class EvidentialRAG(RAGSystem):
         records = [build_answer_record(res, fusion, q) for res, q in zip(results, questions)]
         if cal is not None:
             for rec in records:
-                rec.calibrated_confidence = rounded(
-                    cal.calibrated_confidence(rec.confidence, rec.stated_mass, rec.route, rec.reader_score)
-                )
+                rec.calibrated_confidence = calibrated_record_confidence(cal, rec)
                 rec.calibration = dict(self.calibration_info or {})
         inputs = [generation_input_from_record(r.to_dict(), cs) for r, cs in zip(records, rows)]
         return _Evidence(records, results, rows, set(need), per_query_retrieve, inputs, include_text)

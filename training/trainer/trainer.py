@@ -67,11 +67,12 @@ from training.trainer.distributed import DataParallel, autocast, shard_bounds
 from training.utils.io import write_json
 from training.utils.metrics import (
     expected_calibration_error,
+    mentions,
     span_matches,
     stated_claims,
     strict_exact_match,
 )
-from training.utils.text import near_copies, normalize_text
+from training.utils.text import near_copies
 
 __all__ = [
     "EvidentialTrainer",
@@ -332,15 +333,11 @@ def span_hits(model: EvidentialEvaluatorModel, exs: list[QueryExample]) -> list[
 
 
 def span_stated(exs: list[QueryExample]) -> list[bool]:
-    """Per row of :func:`span_rows`: whether the chunk states its labelled claim at all (the SQuAD-normalised
-    claim is in the normalised chunk on word boundaries, as :func:`training.utils.metrics.span_matches`
-    compares). A MuSiQue first-hop paragraph is labelled with the second hop's answer, which it never names:
-    no reader of that chunk alone can extract it, so fidelity is also reported over the rows whose chunk
-    states the label."""
-    return [
-        bool(n := normalize_text(label)) and f" {n} " in f" {normalize_text(chunk)} "
-        for _, chunk, label in span_rows(exs)
-    ]
+    """Per row of :func:`span_rows`: whether the chunk states its labelled claim at all
+    (:func:`training.utils.metrics.mentions`). A MuSiQue first-hop paragraph is labelled with the second
+    hop's answer, which it never names: no reader of that chunk alone can extract it, so fidelity is also
+    reported over the rows whose chunk states the label."""
+    return [mentions(chunk, label) for _, chunk, label in span_rows(exs)]
 
 
 #: The loss terms whose batch mean is a mean over rows (their counts normalise a split batch; see ``losses``).

@@ -16,6 +16,7 @@ __all__ = [
     "ReliabilityBins",
     "expected_calibration_error",
     "is_yes_no_frame",
+    "mentions",
     "reliability_bins",
     "span_matches",
     "stated_claims",
@@ -150,6 +151,17 @@ def stated_claims(
     return out
 
 
+def mentions(text: str, answer: str) -> bool:
+    """Whether ``text`` states ``answer``: after SQuAD normalisation the answer occurs in the text on word
+    boundaries. An empty answer is never stated.
+
+    >>> mentions("He lived in Paris, France.", "Paris"), mentions("a parish", "Paris"), mentions("Paris", "")
+    (True, False, False)
+    """
+    a = normalize_text(answer)
+    return bool(a) and f" {a} " in f" {normalize_text(text)} "
+
+
 def span_matches(extracted: str | None, label: str) -> bool:
     """Whether a chunk's extracted answer matches its labelled answer (claim-extraction fidelity, the
     paper's Table 13): after SQuAD normalisation one contains the other on word boundaries, as in the
@@ -161,8 +173,8 @@ def span_matches(extracted: str | None, label: str) -> bool:
     >>> span_matches("a parish", "Paris"), span_matches(None, "Paris"), span_matches("", "Paris")
     (False, False, False)
     """
-    a, b = normalize_text(extracted or ""), normalize_text(label)
-    return bool(a and b) and (f" {b} " in f" {a} " or f" {a} " in f" {b} ")
+    extracted = extracted or ""
+    return mentions(extracted, label) or mentions(label, extracted)
 
 
 def strict_exact_match(stated: Iterable[str], gold: Iterable[str], wrong: Iterable[str] = ()) -> bool:
